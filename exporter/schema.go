@@ -1,0 +1,98 @@
+// Package exporter owns tandem's metric schema: every metric name, label name
+// and label value that dashboards, rules and the report depend on is declared
+// here, and nowhere else.
+package exporter
+
+// Values of the config label.
+const (
+	ConfigProduction = "production"
+	ConfigA          = "A"
+	ConfigB          = "B"
+)
+
+// Configs lists every config label value, production first.
+var Configs = []string{ConfigProduction, ConfigA, ConfigB}
+
+// Arms lists the two mirrored configurations under comparison.
+var Arms = []string{ConfigA, ConfigB}
+
+// Built-in workload classes. Operators may allow more through
+// TANDEM_EXTRA_CLASSES.
+const (
+	ClassFresh          = "fresh"
+	ClassRepeatedPrefix = "repeated_prefix"
+)
+
+// BuiltinClasses lists the classes the prefix classifier decides between.
+var BuiltinClasses = []string{ClassFresh, ClassRepeatedPrefix}
+
+// Values of the outcome label of tandem_requests_total.
+const (
+	OutcomeCompleted  = "completed"  // 2xx and the stream ended properly
+	OutcomeError      = "error"      // non-2xx status or transport failure
+	OutcomeTimeout    = "timeout"    // the shadow timeout expired first
+	OutcomeCanceled   = "canceled"   // the client went away or tandem shut down
+	OutcomeIncomplete = "incomplete" // the stream was cut before its end
+)
+
+// Outcomes lists every outcome label value.
+var Outcomes = []string{OutcomeCompleted, OutcomeError, OutcomeTimeout, OutcomeCanceled, OutcomeIncomplete}
+
+// Values of the result label of tandem_pairs_total.
+const (
+	PairBothCompleted = "both_completed"
+	PairAFailed       = "a_failed"
+	PairBFailed       = "b_failed"
+	PairBothFailed    = "both_failed"
+)
+
+// PairResults lists every pair result label value.
+var PairResults = []string{PairBothCompleted, PairAFailed, PairBFailed, PairBothFailed}
+
+// Values of the reason label of tandem_mirror_skipped_total.
+const (
+	SkipOverloaded   = "overloaded"     // an arm was at its in-flight limit; neither arm got the request
+	SkipBodyTooLarge = "body_too_large" // body over TANDEM_MIRROR_MAX_BODY_BYTES
+	SkipInvalidBody  = "invalid_body"   // body is not a JSON object
+	SkipUnsupported  = "unsupported"    // mirrored path, but a method or content type tandem does not mirror
+)
+
+// SkipReasons lists every skip reason label value.
+var SkipReasons = []string{SkipOverloaded, SkipBodyTooLarge, SkipInvalidBody, SkipUnsupported}
+
+// Label names.
+const (
+	LabelConfig  = "config"
+	LabelClass   = "class"
+	LabelOutcome = "outcome"
+	LabelResult  = "result"
+	LabelReason  = "reason"
+)
+
+// Metric names. The histograms are native histograms: query them with
+// histogram_quantile, histogram_fraction and friends, never through _bucket.
+const (
+	MetricTimeToFirstToken         = "tandem_time_to_first_token_seconds"
+	MetricInterTokenLatency        = "tandem_inter_token_latency_seconds"
+	MetricRequestDuration          = "tandem_request_duration_seconds"
+	MetricRequests                 = "tandem_requests_total"
+	MetricOutputTokens             = "tandem_output_tokens_total"
+	MetricPromptTokens             = "tandem_prompt_tokens_total"
+	MetricCachedPromptTokens       = "tandem_cached_prompt_tokens_total"
+	MetricEstimatedTokenCounts     = "tandem_estimated_token_counts_total"
+	MetricPairs                    = "tandem_pairs_total"
+	MetricPairOutputTokensMismatch = "tandem_pair_output_tokens_mismatch_total"
+	MetricTTFTDifference           = "tandem_ttft_difference_seconds"
+	MetricMirrorSkipped            = "tandem_mirror_skipped_total"
+	MetricShadowInFlight           = "tandem_shadow_in_flight"
+	MetricConfigInfo               = "tandem_config_info"
+	MetricBuildInfo                = "tandem_build_info"
+)
+
+// Native histogram settings shared by every tandem histogram. A factor of
+// 1.05 gives schema 4 (buckets about 4.4% wide), so a quantile read from a
+// bucket is within about 2.2% of the true value.
+const (
+	NativeHistogramBucketFactor    = 1.05
+	NativeHistogramMaxBucketNumber = 320
+)
