@@ -1,0 +1,235 @@
+package classify
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+)
+
+// Prompt is the canonical form of one request's prompt.
+type Prompt struct {
+	// Text is the canonical prompt text described in the package doc.
+	Text []byte
+	// ConversationKey identifies the conversation the request belongs to and
+	// is a prefix of Text: the messages up to and including the first user
+	// message, or the first KeyBytes of Text when there is none.
+	ConversationKey []byte
+}
+
+// KeyBytes bounds the conversation key of a prompt without a user message.
+const KeyBytes = 1024
+
+// ErrNoPrompt is returned for a body without messages, input or prompt of a
+// supported shape.
+var ErrNoPrompt = errors.New("classify: no messages, input or prompt of a supported shape")
+
+const (
+	markItem    = 0xFF
+	markContent = 0xFE
+	markText    = 0xFD
+	markValue   = 0xFC
+	markTyped   = 0xFB
+)
+
+const roleUser = "user"
+
+// requestBody holds the prompt fields of the chat completions (messages),
+// Responses (instructions, input) and completions (prompt) APIs.
+type requestBody struct {
+	Messages     json.RawMessage `json:"messages"`
+	Instructions json.RawMessage `json:"instructions"`
+	Input        json.RawMessage `json:"input"`
+	Prompt       json.RawMessage `json:"prompt"`
+}
+
+// ParsePrompt extracts the canonical prompt and conversation key from a request body (already known to be a JSON object). err when the body has no prompt fields of the expected shape.
+// When a body has several of them, messages wins over input, and input over
+// prompt.
+func ParsePrompt(body []byte) (Prompt, error) {
+	var req requestBody
+	if err := json.Unmarshal(body, &req); err != nil {
+		return Prompt{}, fmt.Errorf("%w: body is not a JSON object", ErrNoPrompt)
+	}
+	var e encoder
+	e.keyEnd = -1
+	var err error
+	switch {
+	case present(req.Messages):
+		err = e.chat(req.Messages)
+	case present(req.Input):
+		err = e.responses(req.Instructions, req.Input)
+	case present(req.Prompt):
+		err = e.completions(req.Prompt)
+	default:
+		return Prompt{}, ErrNoPrompt
+	}
+	if err != nil {
+		return Prompt{}, err
+	}
+	if e.keyEnd < 0 {
+		e.keyEnd = min(len(e.buf), KeyBytes)
+	}
+	return Prompt{Text: e.buf, ConversationKey: e.buf[:e.keyEnd:e.keyEnd]}, nil
+}
+
+func present(raw json.RawMessage) bool {
+	return len(raw) > 0 && string(raw) != "null"
+}
+
+func shapeError(field string) error {
+	return fmt.Errorf("%w: %s is not of a supported shape", ErrNoPrompt, field)
+}
+
+// encoder writes the canonical text and remembers where the conversation key
+// ends (-1 until the first user message is complete).
+type encoder struct {
+	buf    []byte
+	keyEnd int
+}
+
+func (e *encoder) chat(raw json.RawMessage) error {
+	var messages []map[string]any
+	if err := json.Unmarshal(raw, &messages); err != nil {
+		return shapeError("messages")
+	}
+	for _, m := range messages {
+		role, _ := m["role"].(string)
+		e.message(role, m["content"])
+		if calls, ok := m["tool_calls"]; ok && calls != nil {
+			e.value(calls)
+		}
+		e.endOf(role)
+	}
+	return nil
+}
+
+func (e *encoder) responses(instructions, input json.RawMessage) error {
+	if present(instructions) {
+		var v any
+		if err := json.Unmarshal(instructions, &v); err != nil {
+			return shapeError("instructions")
+		}
+		e.message("instructions", v)
+	}
+	var v any
+	if err := json.Unmarshal(input, &v); err != nil {
+		return shapeError("input")
+	}
+	switch v := v.(type) {
+	case string:
+		e.message(roleUser, v)
+		e.endOf(roleUser)
+	case []any:
+		for _, item := range v {
+			e.responseItem(item)
+		}
+	default:
+		return shapeError("input")
+	}
+	return nil
+}
+
+// responseItem writes an input item: a message when it has a role, else a
+// typed item (function_call, function_call_output, ...) as canonical JSON.
+func (e *encoder) responseItem(item any) {
+	m, ok := item.(map[string]any)
+	if !ok {
+		e.typed("", item)
+		return
+	}
+	role, ok := m["role"].(string)
+	if !ok {
+		kind, _ := m["type"].(string)
+		e.typed(kind, m)
+		return
+	}
+	e.message(role, m["content"])
+	e.endOf(role)
+}
+
+func (e *encoder) completions(raw json.RawMessage) error {
+	var v any
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return shapeError("prompt")
+	}
+	switch v := v.(type) {
+	case string:
+		e.message("prompt", v)
+	case []any:
+		if len(v) > 0 {
+			if _, tokens := v[0].(float64); tokens {
+				e.message("prompt", v)
+				return nil
+			}
+		}
+		for _, p := range v {
+			e.message("prompt", p)
+		}
+	default:
+		return shapeError("prompt")
+	}
+	return nil
+}
+
+// message writes one message whose content is a string, an array of parts,
+// or any other JSON value, written as a single value part.
+func (e *encoder) message(role string, content any) {
+	e.buf = append(e.buf, markItem)
+	e.buf = append(e.buf, role...)
+	e.buf = append(e.buf, markContent)
+	switch c := content.(type) {
+	case nil:
+	case string:
+		e.text(c)
+	case []any:
+		for _, part := range c {
+			e.part(part)
+		}
+	default:
+		e.value(c)
+	}
+}
+
+// part writes a content part: its text when it has one, else its canonical
+// JSON.
+func (e *encoder) part(part any) {
+	if m, ok := part.(map[string]any); ok {
+		if text, ok := m["text"].(string); ok {
+			e.text(text)
+			return
+		}
+	}
+	if text, ok := part.(string); ok {
+		e.text(text)
+		return
+	}
+	e.value(part)
+}
+
+func (e *encoder) typed(kind string, v any) {
+	e.buf = append(e.buf, markTyped)
+	e.buf = append(e.buf, kind...)
+	e.buf = append(e.buf, markContent)
+	e.value(v)
+}
+
+func (e *encoder) text(s string) {
+	e.buf = append(e.buf, markText)
+	e.buf = append(e.buf, s...)
+}
+
+// value writes v as JSON with sorted keys; v comes from json.Unmarshal, so
+// marshalling it cannot fail.
+func (e *encoder) value(v any) {
+	b, _ := json.Marshal(v)
+	e.buf = append(e.buf, markValue)
+	e.buf = append(e.buf, b...)
+}
+
+// endOf closes a message with the given role: the conversation key ends
+// after the first user message.
+func (e *encoder) endOf(role string) {
+	if role == roleUser && e.keyEnd < 0 {
+		e.keyEnd = len(e.buf)
+	}
+}
