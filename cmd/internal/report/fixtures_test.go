@@ -1,0 +1,78 @@
+package report
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/kestrelops/tandem/exporter"
+	"github.com/kestrelops/tandem/proxy/record"
+)
+
+var t0 = time.Date(2026, 11, 2, 9, 0, 0, 0, time.UTC)
+
+// trace describes the mirrored traffic of one class: n requests arriving
+// every gap from start, each sent to A and B at the same moment.
+type trace struct {
+	class  string
+	start  time.Time
+	n      int
+	gap    time.Duration
+	tokens int
+	// p95 is the TTFT p95 of A and B; TTFTs step by 0.4 ms from rank to
+	// rank, and pair i holds rank i on both arms.
+	p95 [2]float64
+	// span is each arm's time from first request start to last response
+	// end; every response of an arm takes the same time.
+	span [2]float64
+}
+
+// records builds the A and B records of tr. edit, when not nil, may change
+// pair i's records.
+func (tr trace) records(edit func(i int, a, b *record.Record)) []record.Record {
+	r95 := nearestRank(tr.n, 0.95)
+	var out []record.Record
+	for i := range tr.n {
+		var pair [2]record.Record
+		for side, config := range exporter.Arms {
+			ttft := tr.p95[side] + float64(i+1-r95)*0.0004
+			duration := tr.span[side] - (time.Duration(tr.n-1) * tr.gap).Seconds()
+			pair[side] = record.Record{
+				Start:            tr.start.Add(time.Duration(i) * tr.gap),
+				Config:           config,
+				Class:            tr.class,
+				PairID:           fmt.Sprintf("%s-%d", tr.class, i),
+				Outcome:          exporter.OutcomeCompleted,
+				FirstToken:       true,
+				TTFTSeconds:      ttft,
+				LastTokenSeconds: duration - 0.5,
+				DurationSeconds:  duration,
+				OutputTokens:     tr.tokens,
+				PromptTokens:     900,
+				FinishReason:     "length",
+			}
+		}
+		if edit != nil {
+			edit(i, &pair[0], &pair[1])
+		}
+		out = append(out, pair[:]...)
+	}
+	return out
+}
+
+// The matched runs of the seed question: fresh prompts A 240 ms p95 and 800
+// tokens/s, B 320 ms and 920; repeated prefixes A 190 ms and 880, B 170 ms
+// and 1000. Each class ran on its own, one after the other.
+var (
+	seedFresh = trace{
+		class: exporter.ClassFresh, start: t0, n: 400, gap: 500 * time.Millisecond,
+		tokens: 552, p95: [2]float64{0.240, 0.320}, span: [2]float64{276, 240},
+	}
+	seedRepeated = trace{
+		class: exporter.ClassRepeatedPrefix, start: t0.Add(1000 * time.Second), n: 400, gap: 500 * time.Millisecond,
+		tokens: 550, p95: [2]float64{0.190, 0.170}, span: [2]float64{250, 220},
+	}
+)
+
+func seedRecords() []record.Record {
+	return append(seedFresh.records(nil), seedRepeated.records(nil)...)
+}

@@ -1,0 +1,213 @@
+package report
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"math"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/kestrelops/tandem/exporter"
+	"github.com/kestrelops/tandem/proxy/record"
+)
+
+// FromRecords compares A and B on per-request records. Quantiles are exact
+// order statistics of the individual timings; A and B records of one
+// mirrored request are joined by pair ID.
+func FromRecords(recs []record.Record, o Options) (*Report, error) {
+	if len(recs) == 0 {
+		return nil, errors.New("no records")
+	}
+	type pair struct{ a, b *record.Record }
+	arms := map[string]*[2][]record.Record{}
+	pairs := map[string]map[string]*pair{}
+	var production map[string]float64
+	estimated := 0
+	ev := evidence{source: "records", skippedShare: math.NaN()}
+	ev.window.Start, ev.window.End = recs[0].Start, recs[0].End()
+	for i := range recs {
+		r := &recs[i]
+		if r.Start.Before(ev.window.Start) {
+			ev.window.Start = r.Start
+		}
+		if r.End().After(ev.window.End) {
+			ev.window.End = r.End()
+		}
+		if r.TokensEstimated {
+			estimated++
+		}
+		side := slices.Index(exporter.Arms, r.Config)
+		if r.Config == exporter.ConfigProduction {
+			if production == nil {
+				production = map[string]float64{}
+			}
+			production[r.Class]++
+			continue
+		}
+		if side < 0 {
+			return nil, fmt.Errorf("record %d: unknown config %q", i+1, r.Config)
+		}
+		if arms[r.Class] == nil {
+			arms[r.Class], pairs[r.Class] = &[2][]record.Record{}, map[string]*pair{}
+		}
+		arms[r.Class][side] = append(arms[r.Class][side], *r)
+		if r.PairID == "" {
+			continue
+		}
+		p := pairs[r.Class][r.PairID]
+		if p == nil {
+			p = &pair{}
+			pairs[r.Class][r.PairID] = p
+		}
+		if side == 0 {
+			p.a = r
+		} else {
+			p.b = r
+		}
+	}
+	if len(arms) == 0 {
+		return nil, errors.New("no records of A or B")
+	}
+
+	input := func(name string, arms [2][]record.Record, ps []*pair) classInput {
+		in := classInput{name: name}
+		for i := range arms {
+			in.arms[i] = recordArm(arms[i])
+		}
+		var diffs []float64
+		for _, p := range ps {
+			aOK := p.a != nil && p.a.Outcome == exporter.OutcomeCompleted
+			bOK := p.b != nil && p.b.Outcome == exporter.OutcomeCompleted
+			switch exporter.PairResult(aOK, bOK) {
+			case exporter.PairBothCompleted:
+				in.pairs.BothCompleted++
+			case exporter.PairAFailed:
+				in.pairs.AFailed++
+			case exporter.PairBFailed:
+				in.pairs.BFailed++
+			default:
+				in.pairs.BothFailed++
+			}
+			if !aOK || !bOK {
+				continue
+			}
+			if p.a.OutputTokens != p.b.OutputTokens {
+				in.pairs.TokenMismatches++
+			}
+			if p.a.FirstToken && p.b.FirstToken {
+				d := p.b.TTFTSeconds - p.a.TTFTSeconds
+				diffs = append(diffs, d)
+				if d < 0 {
+					in.bFaster++
+				}
+			}
+		}
+		in.diffs = newSamples(diffs)
+		return in
+	}
+
+	var all [2][]record.Record
+	var allPairs []*pair
+	spans := map[string]Window{}
+	for _, class := range classOrder(slices.Collect(maps.Keys(arms))) {
+		ps := slices.Collect(maps.Values(pairs[class]))
+		ev.classes = append(ev.classes, input(class, *arms[class], ps))
+		for i := range all {
+			all[i] = append(all[i], arms[class][i]...)
+		}
+		allPairs = append(allPairs, ps...)
+		spans[class] = span(append(slices.Clone(arms[class][0]), arms[class][1]...))
+	}
+	ev.mixed = input(MixedClass, all, allPairs)
+	ev.production = production
+	ev.notMixedReplay = separateSpans(spans)
+	if estimated > 0 {
+		ev.warnings = append(ev.warnings, fmt.Sprintf("%d records counted output tokens from frames because the server sent no usage", estimated))
+	}
+	ev.definitions = []string{
+		"TTFT: from tandem handing the request to the upstream to the first frame carrying output.",
+		"Quantiles: nearest-rank order statistics of the individual timings; 95% intervals from order statistics (binomial), distribution-free.",
+		"System output rate: output tokens of completed requests divided by the time from the arm's first request start to its last response end, per class and for the mix.",
+		"Per-request output speed: (output tokens - 1) / (last output frame - first output frame) of one request.",
+		"TTFT p95 difference: B - A; its interval subtracts each arm's 97.5% interval, so it covers with at least 95%.",
+		"Paired: pairs both arms completed, joined by pair ID; B faster when its first token came first; Wilson 95% interval.",
+	}
+	return build(ev, o), nil
+}
+
+func recordArm(recs []record.Record) armInput {
+	var in armInput
+	var ttft, itl, speed []float64
+	for _, r := range recs {
+		if r.Outcome != exporter.OutcomeCompleted {
+			continue
+		}
+		in.completed++
+		in.outputTokens += float64(r.OutputTokens)
+		if r.FirstToken {
+			ttft = append(ttft, r.TTFTSeconds)
+		}
+		if r.FirstToken && r.OutputTokens >= 2 && r.LastTokenSeconds >= r.TTFTSeconds {
+			itl = append(itl, (r.LastTokenSeconds-r.TTFTSeconds)/float64(r.OutputTokens-1))
+		}
+		if s, ok := r.OutputSpeed(); ok {
+			speed = append(speed, s)
+		}
+	}
+	in.ttft, in.itl, in.speed = newSamples(ttft), newSamples(itl), newSamples(speed)
+	w := span(recs)
+	in.seconds = w.End.Sub(w.Start).Seconds()
+	return in
+}
+
+// span is the time from the first request start to the last response end.
+func span(recs []record.Record) Window {
+	var w Window
+	for i, r := range recs {
+		if i == 0 || r.Start.Before(w.Start) {
+			w.Start = r.Start
+		}
+		if i == 0 || r.End().After(w.End) {
+			w.End = r.End()
+		}
+	}
+	return w
+}
+
+// separateSpans names the classes whose traffic did not overlap in time:
+// merging them is not a mixed replay.
+func separateSpans(spans map[string]Window) []string {
+	classes := classOrder(slices.Collect(maps.Keys(spans)))
+	for i, c := range classes {
+		for _, d := range classes[i+1:] {
+			if !spans[c].End.After(spans[d].Start) || !spans[d].End.After(spans[c].Start) {
+				var each []string
+				for _, k := range classes {
+					each = append(each, fmt.Sprintf("%s %s to %s", k, spans[k].Start.Format(time.RFC3339), spans[k].End.Format(time.RFC3339)))
+				}
+				return []string{"the classes ran in separate time spans (" + strings.Join(each, ", ") + "), so the merged traffic is not a mixed replay"}
+			}
+		}
+	}
+	return nil
+}
+
+// classOrder puts the built-in classes first, in their order, then the rest
+// sorted.
+func classOrder(classes []string) []string {
+	slices.SortFunc(classes, func(a, b string) int {
+		ia, ib := slices.Index(exporter.BuiltinClasses, a), slices.Index(exporter.BuiltinClasses, b)
+		switch {
+		case ia >= 0 && ib >= 0:
+			return ia - ib
+		case ia >= 0:
+			return -1
+		case ib >= 0:
+			return 1
+		}
+		return strings.Compare(a, b)
+	})
+	return classes
+}

@@ -1,0 +1,186 @@
+// Package report states what tandem's measurements support: per workload
+// class and for the mix, it compares B with A on time to first token, system
+// output rate and per-request output speed, checks that the comparison is
+// like for like, and withholds any claim the data cannot carry.
+//
+// Quantiles are nearest-rank order statistics when read from per-request
+// records and bucket interpolations when read from Prometheus native
+// histograms; every interval is distribution-free (order statistics and the
+// binomial distribution), and from histograms it is widened to bucket bounds.
+// The quantiles of the mix come from the merged distribution of all requests,
+// never from class results.
+package report
+
+import (
+	"encoding/json"
+	"math"
+	"time"
+)
+
+// Verdicts describe B relative to A.
+const (
+	Faster           = "faster"
+	Slower           = "slower"
+	Higher           = "higher"
+	Lower            = "lower"
+	NoDifference     = "no_difference"
+	InsufficientData = "insufficient_data"
+)
+
+// MixedClass is the class name of the merged traffic of all classes.
+const MixedClass = "mixed"
+
+// Options are the thresholds the report's checks use.
+type Options struct {
+	// MinPairs is the number of pairs both arms completed that a class needs
+	// before any claim is made about it.
+	MinPairs int
+	// RateTolerance is the relative difference of output rates within which
+	// they tie.
+	RateTolerance float64
+	// ParityTolerance is the share of pairs in which only one arm completed,
+	// and separately the share of completed pairs with different output
+	// token counts, above which the comparison is not like for like.
+	ParityTolerance float64
+	// MixTolerance is the total variation distance between the class mix of
+	// mirrored and production traffic above which the mirrored mix is not
+	// representative.
+	MixTolerance float64
+	// SkipTolerance is the share of sampled requests skipped as overloaded
+	// above which the report warns.
+	SkipTolerance float64
+}
+
+// DefaultOptions are the thresholds used unless told otherwise.
+func DefaultOptions() Options {
+	return Options{MinPairs: 200, RateTolerance: 0.02, ParityTolerance: 0.01, MixTolerance: 0.10, SkipTolerance: 0.01}
+}
+
+// Report is what the evidence supports. Its JSON form is stable.
+type Report struct {
+	Source            string   `json:"source"`
+	Window            Window   `json:"window"`
+	Classes           []Class  `json:"classes"`
+	Mixed             Class    `json:"mixed"`
+	Validity          Validity `json:"validity"`
+	Decision          string   `json:"decision"`
+	Because           string   `json:"because"`
+	WhatWouldChangeIt string   `json:"what_would_change_it"`
+	Definitions       []string `json:"definitions"`
+
+	decision, because, change []string
+}
+
+// Window is the time the evidence covers.
+type Window struct {
+	Start time.Time `json:"start"`
+	End   time.Time `json:"end"`
+}
+
+// Class is the comparison of A and B on one workload class, or on the mix.
+type Class struct {
+	Class string         `json:"class"`
+	Arms  map[string]Arm `json:"arms"`
+
+	TTFTP95DifferenceSeconds   Float    `json:"ttft_p95_difference_seconds"`
+	TTFTP95DifferenceCISeconds Interval `json:"ttft_p95_difference_ci_seconds"`
+	TTFTP95Verdict             string   `json:"ttft_p95_verdict"`
+	// OutputRateRatio is B's system output rate over A's.
+	OutputRateRatio   Float  `json:"output_rate_ratio"`
+	OutputRateVerdict string `json:"output_rate_verdict"`
+	// OutputRateCase is "tie" when both arms kept up with the same arrivals,
+	// "a_fell_behind" or "b_fell_behind" otherwise, empty when unknown.
+	OutputRateCase         string `json:"output_rate_case,omitempty"`
+	PerRequestSpeedVerdict string `json:"per_request_speed_verdict"`
+	Paired                 Paired `json:"paired"`
+
+	Pairs           PairCounts `json:"pair_results"`
+	CompletedParity bool       `json:"completed_parity"`
+	TokenParity     bool       `json:"token_parity"`
+	// Withheld says why no claim is made, empty when the verdicts stand.
+	Withheld string `json:"withheld,omitempty"`
+}
+
+// Arm holds one configuration's figures on one class.
+type Arm struct {
+	Completed                            int      `json:"completed"`
+	TTFTP50Seconds                       Float    `json:"ttft_p50_seconds"`
+	TTFTP95Seconds                       Float    `json:"ttft_p95_seconds"`
+	TTFTP95CISeconds                     Interval `json:"ttft_p95_ci_seconds"`
+	TTFTP99Seconds                       Float    `json:"ttft_p99_seconds"`
+	TTFTP99CISeconds                     Interval `json:"ttft_p99_ci_seconds"`
+	OutputTokens                         Float    `json:"output_tokens"`
+	OutputTokensPerSecond                Float    `json:"output_tokens_per_second"`
+	PerRequestOutputTokensPerSecondP50   Float    `json:"per_request_output_tokens_per_second_p50"`
+	PerRequestOutputTokensPerSecondP50CI Interval `json:"per_request_output_tokens_per_second_p50_ci"`
+	ITLP50Seconds                        Float    `json:"itl_p50_seconds"`
+	ITLP95Seconds                        Float    `json:"itl_p95_seconds"`
+}
+
+// Paired is the evidence from the same request on both arms.
+type Paired struct {
+	Pairs                   int      `json:"pairs"`
+	BFasterShare            Float    `json:"b_faster_share"`
+	BFasterShareCI          Interval `json:"b_faster_share_ci"`
+	MedianDifferenceSeconds Float    `json:"median_difference_seconds"`
+}
+
+// PairCounts counts mirrored requests by the outcome of both arms.
+type PairCounts struct {
+	BothCompleted   int `json:"both_completed"`
+	AFailed         int `json:"a_failed"`
+	BFailed         int `json:"b_failed"`
+	BothFailed      int `json:"both_failed"`
+	TokenMismatches int `json:"output_tokens_mismatch"`
+}
+
+func (p PairCounts) total() int { return p.BothCompleted + p.AFailed + p.BFailed + p.BothFailed }
+
+// Validity sums up the checks made before any claim.
+type Validity struct {
+	CompletedParity bool `json:"completed_parity"`
+	TokenParity     bool `json:"token_parity"`
+	// SkippedShare is the share of sampled requests not mirrored because an
+	// arm was overloaded; null when the source does not record it.
+	SkippedShare Float `json:"skipped_share"`
+	// ClassMixDistance is the total variation distance between the class
+	// mix of mirrored and production traffic; null without production data.
+	ClassMixDistance Float    `json:"class_mix_distance"`
+	Warnings         []string `json:"warnings"`
+}
+
+// Regressed reports whether B is significantly worse than A where the data
+// suffices: a slower TTFT p95 or a lower output rate in any class or, when
+// a claim is made for it, the mix.
+func (r *Report) Regressed() bool {
+	for _, c := range append([]Class{r.Mixed}, r.Classes...) {
+		if c.TTFTP95Verdict == Slower || c.OutputRateVerdict == Lower {
+			return true
+		}
+	}
+	return false
+}
+
+// Float is a number that is null in JSON when it is not finite.
+type Float float64
+
+// MarshalJSON implements json.Marshaler.
+func (f Float) MarshalJSON() ([]byte, error) {
+	if math.IsNaN(float64(f)) || math.IsInf(float64(f), 0) {
+		return []byte("null"), nil
+	}
+	return json.Marshal(float64(f))
+}
+
+// Interval is a closed interval [lo, hi]; a bound the data cannot give is
+// infinite, and null in JSON.
+type Interval [2]float64
+
+// MarshalJSON implements json.Marshaler.
+func (i Interval) MarshalJSON() ([]byte, error) {
+	return json.Marshal([2]Float{Float(i[0]), Float(i[1])})
+}
+
+func (i Interval) bounded() bool {
+	return !math.IsInf(i[0], 0) && !math.IsInf(i[1], 0) && !math.IsNaN(i[0]) && !math.IsNaN(i[1])
+}
