@@ -1,0 +1,11 @@
+// Package sse observes OpenAI-compatible response bodies as they pass through
+// the proxy and measures them: time to first output frame, time to last
+// output frame, output, prompt and cached tokens, and the finish reason.
+//
+// A [Parser] splits a text/event-stream body into events incrementally, per
+// the WHATWG event-stream rules, whatever the chunk boundaries. A [Meter]
+// feeds a response body to a Parser (or, for a non-streaming response, keeps
+// a bounded prefix of the JSON document) and turns what it sees into an
+// [exporter.Observation]. Neither ever buffers a stream before it is
+// forwarded: the proxy hands each chunk to the Meter after reading it.
+package sse

@@ -1,0 +1,164 @@
+package sse
+
+import (
+	"bytes"
+	"mime"
+)
+
+// MaxLineBytes bounds the memory a Parser holds: a line longer than this, or
+// an event whose data lines together exceed it, is dropped.
+const MaxLineBytes = 1 << 20
+
+// retainBytes is the largest buffer a Parser keeps for reuse once the line or
+// event that grew it is done.
+const retainBytes = 64 << 10
+
+// Event is one dispatched server-sent event.
+type Event struct {
+	// Name is the value of the event's last "event:" field, or empty when
+	// it had none (the WHATWG default type "message" is left to the caller).
+	Name string
+	// Data is the event's data lines joined by "\n". It is valid only
+	// during the callback that receives it.
+	Data []byte
+}
+
+// Parser splits a text/event-stream body into events, fed in chunks split
+// anywhere. It follows the WHATWG event-stream interpretation rules: lines
+// end in LF, CRLF or CR; a leading byte order mark is ignored; lines starting
+// with ":" are comments; "data:" lines are joined by "\n"; "event:" names
+// the event; "id:", "retry:" and unknown fields are ignored; a blank line
+// dispatches the event unless it has no data. An event left unterminated at
+// the end of the body is never dispatched.
+//
+// The zero Parser is ready to use. A Parser is not safe for concurrent use.
+type Parser struct {
+	line     []byte // the incomplete line carried over from the last Feed
+	overlong bool   // the current line exceeded MaxLineBytes and is dropped
+	afterCR  bool   // the last byte seen was a CR, so an LF next is part of it
+	started  bool   // the first line has been read (BOM handling)
+
+	data         []byte // data lines of the current event, each followed by LF
+	dataOverflow bool   // the current event's data exceeded MaxLineBytes
+	name         []byte
+	lastName     string // the last dispatched name, reused to avoid allocation
+}
+
+// Feed parses the next chunk of the stream, calling emit for every event the
+// chunk completes. It never retains b.
+func (p *Parser) Feed(b []byte, emit func(Event)) {
+	for len(b) > 0 {
+		if p.afterCR {
+			p.afterCR = false
+			if b[0] == '\n' {
+				b = b[1:]
+				continue
+			}
+		}
+		end := lineEnd(b)
+		if end < 0 {
+			p.carry(b)
+			return
+		}
+		line := b[:end]
+		p.afterCR = b[end] == '\r'
+		b = b[end+1:]
+		if len(p.line) > 0 || p.overlong || len(line) > MaxLineBytes {
+			p.carry(line)
+			line = p.line
+		}
+		if !p.overlong {
+			p.processLine(line, emit)
+		}
+		p.overlong = false
+		p.line = reuse(p.line)
+	}
+}
+
+// lineEnd returns the index of the first CR or LF in b, or -1.
+func lineEnd(b []byte) int {
+	lf := bytes.IndexByte(b, '\n')
+	search := b
+	if lf >= 0 {
+		search = b[:lf]
+	}
+	if cr := bytes.IndexByte(search, '\r'); cr >= 0 {
+		return cr
+	}
+	return lf
+}
+
+// carry appends part of an unfinished line to the line buffer.
+func (p *Parser) carry(b []byte) {
+	if p.overlong {
+		return
+	}
+	if len(p.line)+len(b) > MaxLineBytes {
+		p.overlong = true
+		p.line = reuse(p.line)
+		return
+	}
+	p.line = append(p.line, b...)
+}
+
+// reuse empties buf, keeping its storage unless it has grown large.
+func reuse(buf []byte) []byte {
+	if cap(buf) > retainBytes {
+		return nil
+	}
+	return buf[:0]
+}
+
+var bom = []byte("\uFEFF")
+
+func (p *Parser) processLine(line []byte, emit func(Event)) {
+	if !p.started {
+		p.started = true
+		line = bytes.TrimPrefix(line, bom)
+	}
+	if len(line) == 0 {
+		p.dispatch(emit)
+		return
+	}
+	if line[0] == ':' {
+		return
+	}
+	field, value := line, []byte(nil)
+	if colon := bytes.IndexByte(line, ':'); colon >= 0 {
+		field, value = line[:colon], line[colon+1:]
+		if len(value) > 0 && value[0] == ' ' {
+			value = value[1:]
+		}
+	}
+	switch string(field) {
+	case "event":
+		p.name = append(p.name[:0], value...)
+	case "data":
+		if p.dataOverflow || len(p.data)+len(value)+1 > MaxLineBytes {
+			p.dataOverflow = true
+			p.data = reuse(p.data)
+			return
+		}
+		p.data = append(p.data, value...)
+		p.data = append(p.data, '\n')
+	}
+}
+
+func (p *Parser) dispatch(emit func(Event)) {
+	if len(p.data) > 0 && !p.dataOverflow {
+		if string(p.name) != p.lastName {
+			p.lastName = string(p.name)
+		}
+		emit(Event{Name: p.lastName, Data: p.data[:len(p.data)-1]})
+	}
+	p.data = reuse(p.data)
+	p.dataOverflow = false
+	p.name = p.name[:0]
+}
+
+// IsEventStream reports whether a Content-Type header value names
+// text/event-stream.
+func IsEventStream(contentType string) bool {
+	mediaType, _, err := mime.ParseMediaType(contentType)
+	return err == nil && mediaType == "text/event-stream"
+}

@@ -1,0 +1,149 @@
+package sse
+
+import (
+	"bytes"
+	"slices"
+	"strings"
+	"testing"
+)
+
+type event struct{ name, data string }
+
+// collect feeds chunks to a fresh Parser and returns the events it emits.
+func collect(chunks ...[]byte) []event {
+	var p Parser
+	var got []event
+	for _, c := range chunks {
+		p.Feed(c, func(e Event) { got = append(got, event{e.Name, string(e.Data)}) })
+	}
+	return got
+}
+
+// splits returns b in one piece, byte by byte, and split in two at every
+// position.
+func splits(b []byte) [][][]byte {
+	out := [][][]byte{{b}}
+	var bytewise [][]byte
+	for i := range b {
+		bytewise = append(bytewise, b[i:i+1])
+	}
+	out = append(out, bytewise)
+	for i := 1; i < len(b); i++ {
+		out = append(out, [][]byte{b[:i], b[i:]})
+	}
+	return out
+}
+
+func TestParser(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		input string
+		want  []event
+	}{
+		{"LF", "data: a\n\n", []event{{"", "a"}}},
+		{"CRLF", "data: a\r\n\r\n", []event{{"", "a"}}},
+		{"CR", "data: a\r\r", []event{{"", "a"}}},
+		{"mixed line ends", "data: a\r\ndata: b\rdata: c\n\r\n", []event{{"", "a\nb\nc"}}},
+		{"multi-line data", "data: {\"a\":\ndata: 1}\n\n", []event{{"", "{\"a\":\n1}"}}},
+		{"comments", ": ping\n\ndata: x\n: keep-alive\n\n", []event{{"", "x"}}},
+		{"event name", "event: response.created\ndata: {}\n\n", []event{{"response.created", "{}"}}},
+		{"last event name wins", "event: a\nevent: b\ndata: 1\n\n", []event{{"b", "1"}}},
+		{"name reset after dispatch", "event: e\ndata: 1\n\ndata: 2\n\n", []event{{"e", "1"}, {"", "2"}}},
+		{"name without data is dropped", "event: e\n\ndata: 2\n\n", []event{{"", "2"}}},
+		{"no space after colon", "data:x\n\n", []event{{"", "x"}}},
+		{"only one space removed", "data:  x \n\n", []event{{"", " x "}}},
+		{"colon inside value", "data: {\"a\":\"b:c\"}\n\n", []event{{"", `{"a":"b:c"}`}}},
+		{"field without colon", "data\n\n", []event{{"", ""}}},
+		{"empty data lines", "data:\ndata:\n\n", []event{{"", "\n"}}},
+		{"id retry and unknown fields ignored", "id: 7\nretry: 100\nfoo: bar\ndata: x\n\n", []event{{"", "x"}}},
+		{"field names are case-sensitive", "Data: x\n\n", nil},
+		{"byte order mark", "\uFEFFdata: x\n\n", []event{{"", "x"}}},
+		{"byte order mark only at start", "data: x\n\n\uFEFFdata: y\n\n", []event{{"", "x"}}},
+		{"unterminated event dropped", "data: x\n\ndata: y\n", []event{{"", "x"}}},
+		{"unterminated line dropped", "data: x\n\ndata: y", []event{{"", "x"}}},
+		{"done", "data: [DONE]\n\n", []event{{"", "[DONE]"}}},
+		{"blank lines only", "\n\n\r\n\r", nil},
+		{"empty", "", nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, chunks := range splits([]byte(tc.input)) {
+				if got := collect(chunks...); !slices.Equal(got, tc.want) {
+					t.Fatalf("fed as %q: got %q, want %q", chunks, got, tc.want)
+				}
+			}
+		})
+	}
+}
+
+func TestParserDropsOverlongLines(t *testing.T) {
+	long := strings.Repeat("x", MaxLineBytes)
+	fits := strings.Repeat("y", MaxLineBytes-len("data: "))
+	for _, tc := range []struct {
+		name  string
+		input string
+		want  []event
+	}{
+		{"overlong line", "data: " + long + "\ndata: a\n\ndata: b\n\n", []event{{"", "a"}, {"", "b"}}},
+		{"line at the limit", "data: " + fits[:len(fits)-1] + "\n\n", []event{{"", fits[:len(fits)-1]}}},
+		{"overlong event", "data: " + long[:MaxLineBytes/2] + "\ndata: " + long[:MaxLineBytes/2] + "\n\ndata: b\n\n", []event{{"", "b"}}},
+		{"overlong comment", ":" + long + "\r\ndata: a\n\n", []event{{"", "a"}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			in := []byte(tc.input)
+			for _, size := range []int{len(in), 4096, 1000003} {
+				var chunks [][]byte
+				for c := range slices.Chunk(in, size) {
+					chunks = append(chunks, c)
+				}
+				got := collect(chunks...)
+				if len(got) != len(tc.want) {
+					t.Fatalf("chunks of %d: got %d events, want %d", size, len(got), len(tc.want))
+				}
+				for i := range got {
+					if got[i] != tc.want[i] {
+						t.Fatalf("chunks of %d: event %d differs", size, i)
+					}
+				}
+			}
+		})
+	}
+}
+
+func TestParserReleasesLargeBuffers(t *testing.T) {
+	var p Parser
+	big := "data: " + strings.Repeat("x", 2*retainBytes)
+	p.Feed([]byte(big), func(Event) {})
+	p.Feed([]byte("\n\n"), func(Event) {})
+	if cap(p.line) > retainBytes || cap(p.data) > retainBytes {
+		t.Fatalf("parser keeps %d line and %d data bytes after the event", cap(p.line), cap(p.data))
+	}
+}
+
+func TestParserDoesNotRetainInput(t *testing.T) {
+	var p Parser
+	var got []string
+	emit := func(e Event) { got = append(got, string(e.Data)) }
+	chunk := []byte("event: ab\ndata: cd")
+	p.Feed(chunk, emit)
+	copy(chunk, bytes.Repeat([]byte("z"), len(chunk)))
+	p.Feed([]byte("ef\n\n"), emit)
+	if !slices.Equal(got, []string{"cdef"}) {
+		t.Fatalf("got %q, want [cdef]", got)
+	}
+}
+
+func TestIsEventStream(t *testing.T) {
+	for ct, want := range map[string]bool{
+		"text/event-stream":                true,
+		"text/event-stream; charset=utf-8": true,
+		"Text/Event-Stream":                true,
+		"application/json":                 false,
+		"text/plain":                       false,
+		"":                                 false,
+		"text/event-stream;;":              false,
+	} {
+		if got := IsEventStream(ct); got != want {
+			t.Errorf("IsEventStream(%q) = %v, want %v", ct, got, want)
+		}
+	}
+}
