@@ -1,0 +1,121 @@
+// Package serve wires the proxy, the exporter and the record file into the
+// two listeners of tandem serve, and shuts them down in order.
+package serve
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/kestrelops/tandem/exporter"
+	"github.com/kestrelops/tandem/proxy"
+	"github.com/kestrelops/tandem/proxy/record"
+)
+
+// Options are what Run needs besides the proxy configuration.
+type Options struct {
+	Version string
+	Log     *slog.Logger
+	// Status, when set, is served at / on the metrics listener; it is given
+	// the registry tandem's metrics live in.
+	Status func(prometheus.Gatherer) http.Handler
+	// Listening, when set, is called with the bound proxy and metrics
+	// addresses once both listeners accept connections.
+	Listening func(proxyAddr, metricsAddr string)
+}
+
+// Run serves until ctx is canceled, then stops accepting connections, lets
+// in-flight production requests finish within cfg.ShutdownGrace, cancels the
+// mirrored requests still running (counted as canceled) and closes the
+// record file.
+func Run(ctx context.Context, cfg proxy.Config, o Options) error {
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	infos := []exporter.Info{{Config: exporter.ConfigProduction, Name: "production"}}
+	if cfg.Mirroring() {
+		infos = append(infos,
+			exporter.Info{Config: exporter.ConfigA, Name: cfg.AName, Model: cfg.AModel},
+			exporter.Info{Config: exporter.ConfigB, Name: cfg.BName, Model: cfg.BModel})
+	}
+	metrics := exporter.New(reg, cfg.Classes(), infos, o.Version, exporter.BuildRevision())
+
+	var records *record.Writer
+	if cfg.RecordPath != "" {
+		w, err := record.NewWriter(cfg.RecordPath, cfg.RecordMaxBytes, cfg.RecordMaxFiles)
+		if err != nil {
+			return fmt.Errorf("TANDEM_RECORD_PATH: %w", err)
+		}
+		records = w
+	}
+	p, err := proxy.New(cfg, metrics, records, o.Log)
+	if err != nil {
+		return err
+	}
+
+	proxyLn, err := net.Listen("tcp", cfg.ListenAddr)
+	if err != nil {
+		return fmt.Errorf("TANDEM_LISTEN_ADDR: %w", err)
+	}
+	metricsLn, err := net.Listen("tcp", cfg.MetricsAddr)
+	if err != nil {
+		proxyLn.Close()
+		return fmt.Errorf("TANDEM_METRICS_ADDR: %w", err)
+	}
+
+	var ready atomic.Bool
+	var status http.Handler
+	if o.Status != nil {
+		status = o.Status(reg)
+	}
+	proxySrv := &http.Server{Handler: p, ReadHeaderTimeout: 30 * time.Second}
+	metricsSrv := &http.Server{Handler: exporter.Handler(reg, ready.Load, status), ReadHeaderTimeout: 10 * time.Second}
+
+	errc := make(chan error, 2)
+	go func() { errc <- proxySrv.Serve(proxyLn) }()
+	go func() { errc <- metricsSrv.Serve(metricsLn) }()
+	ready.Store(true)
+	o.Log.Info("tandem serving", "proxy", proxyLn.Addr().String(), "metrics", metricsLn.Addr().String(),
+		"mirroring", cfg.Mirroring(), "sample_rate", cfg.SampleRate, "sample_by", cfg.SampleBy)
+	if o.Listening != nil {
+		o.Listening(proxyLn.Addr().String(), metricsLn.Addr().String())
+	}
+
+	var serveErr error
+	select {
+	case <-ctx.Done():
+	case serveErr = <-errc:
+	}
+	ready.Store(false)
+	o.Log.Info("tandem shutting down", "grace", cfg.ShutdownGrace)
+	graceCtx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownGrace)
+	defer cancel()
+	if err := proxySrv.Shutdown(graceCtx); err != nil {
+		o.Log.Warn("production requests still in flight at the end of the grace period were cut", "err", err)
+		proxySrv.Close()
+	}
+	p.Shutdown()
+	metricsSrv.Close()
+	if records != nil {
+		if err := records.Close(); err != nil {
+			o.Log.Error("record file", "err", err)
+		}
+		if n := records.Dropped(); n > 0 {
+			o.Log.Warn("records dropped because the disk fell behind", "count", n)
+		}
+	}
+	if serveErr != nil && !errors.Is(serveErr, http.ErrServerClosed) {
+		return serveErr
+	}
+	return nil
+}

@@ -1,0 +1,47 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+
+	"github.com/sethvargo/go-envconfig"
+
+	"github.com/kestrelops/tandem/cmd/internal/serve"
+	"github.com/kestrelops/tandem/proxy"
+)
+
+func runServe(ctx context.Context, args []string, _, stderr io.Writer) error {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "Usage: tandem serve\n\nConfigured by environment variables:")
+		for _, v := range proxy.ConfigVars() {
+			fmt.Fprintf(stderr, "  %-30s %s", v.Name, v.Doc)
+			if v.Default != "" {
+				fmt.Fprintf(stderr, " (default %s)", v.Default)
+			}
+			fmt.Fprintln(stderr)
+		}
+	}
+	if err := fs.Parse(args); err != nil {
+		return flagError(err)
+	}
+	cfg, err := proxy.LoadConfig(ctx, envconfig.OsLookuper())
+	if err != nil {
+		return err
+	}
+	log := slog.New(slog.NewTextHandler(stderr, nil))
+	return serve.Run(ctx, cfg, serve.Options{Version: version, Log: log})
+}
+
+// flagError ends a command whose flags did not parse: -h is not a failure.
+func flagError(err error) error {
+	if errors.Is(err, flag.ErrHelp) {
+		return nil
+	}
+	return exitCode(2)
+}

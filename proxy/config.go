@@ -1,0 +1,282 @@
+package proxy
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/url"
+	"reflect"
+	"strings"
+	"time"
+
+	"github.com/sethvargo/go-envconfig"
+
+	"github.com/kestrelops/tandem/exporter"
+	"github.com/kestrelops/tandem/proxy/classify"
+)
+
+// EnvPrefix is the prefix of every environment variable tandem serve reads.
+const EnvPrefix = "TANDEM_"
+
+// Config is the configuration of tandem serve, read from TANDEM_* variables.
+// Each field's doc tag is the text of the README's configuration table.
+type Config struct {
+	ListenAddr  string `env:"LISTEN_ADDR, default=:8080" doc:"Proxy listener (client traffic)."`
+	MetricsAddr string `env:"METRICS_ADDR, default=:9464" doc:"Metrics, status page and health listener."`
+
+	PrimaryURL string `env:"PRIMARY_URL" doc:"Production upstream base URL (required). Every request goes there unchanged."`
+	AURL       string `env:"A_URL" doc:"Configuration A base URL. Set both A and B, or neither (then only production is measured)."`
+	BURL       string `env:"B_URL" doc:"Configuration B base URL."`
+	AAPIKey    Secret `env:"A_API_KEY" doc:"Sent as Bearer token to A only. Never logged."`
+	BAPIKey    Secret `env:"B_API_KEY" doc:"Sent as Bearer token to B only. Never logged."`
+	AModel     string `env:"A_MODEL" doc:"Replaces model in bodies mirrored to A, when set."`
+	BModel     string `env:"B_MODEL" doc:"Replaces model in bodies mirrored to B, when set."`
+	AName      string `env:"A_NAME, default=A" doc:"Human name of A, exported only in tandem_config_info."`
+	BName      string `env:"B_NAME, default=B" doc:"Human name of B, exported only in tandem_config_info."`
+
+	SampleRate      float64 `env:"SAMPLE_RATE, default=0.1" doc:"Share of requests mirrored to A and B, 0 to 1."`
+	SampleBy        string  `env:"SAMPLE_BY, default=conversation" doc:"conversation (whole conversations, decided on a hash of the conversation key) or request."`
+	SampleKeyHeader string  `env:"SAMPLE_KEY_HEADER" doc:"Request header holding the conversation key; without it the key comes from the messages up to the first user message."`
+
+	ShadowTimeout      time.Duration `env:"SHADOW_TIMEOUT, default=120s" doc:"Deadline of one mirrored request on an arm."`
+	ShadowMaxInFlight  int           `env:"SHADOW_MAX_IN_FLIGHT, default=64" doc:"Mirrored requests in flight per arm; when either arm is full neither gets the request (skipped as overloaded)."`
+	MirrorMaxBodyBytes int64         `env:"MIRROR_MAX_BODY_BYTES, default=4194304" doc:"Largest request body mirrored; larger bodies go to production untouched and are not mirrored."`
+
+	RecordPath     string `env:"RECORD_PATH" doc:"When set, one JSON line per measured request is appended here (no prompt text)."`
+	RecordMaxBytes int64  `env:"RECORD_MAX_BYTES, default=104857600" doc:"Size at which the record file is rotated."`
+	RecordMaxFiles int    `env:"RECORD_MAX_FILES, default=5" doc:"Rotated record files kept besides the current one."`
+
+	PrefixChunkBytes   int           `env:"PREFIX_CHUNK_BYTES, default=64" doc:"Chunk size of the prefix index."`
+	PrefixIndexEntries int           `env:"PREFIX_INDEX_ENTRIES, default=100000" doc:"Chunks held by each prefix index (mirror and production)."`
+	PrefixTTL          time.Duration `env:"PREFIX_TTL, default=10m" doc:"How long a prefix stays known without being seen again; approximates an engine's prefix cache."`
+	RepeatMinFraction  float64       `env:"REPEAT_MIN_FRACTION, default=0.5" doc:"Reused share of the prompt at which a request is repeated_prefix."`
+	RepeatMinBytes     int           `env:"REPEAT_MIN_BYTES, default=256" doc:"Reused bytes at which a request is repeated_prefix."`
+	ClassHeader        string        `env:"CLASS_HEADER" doc:"Request header whose value becomes the class when it is in TANDEM_EXTRA_CLASSES."`
+	ExtraClasses       []string      `env:"EXTRA_CLASSES" doc:"Comma-separated classes allowed through TANDEM_CLASS_HEADER."`
+
+	ShutdownGrace time.Duration `env:"SHUTDOWN_GRACE, default=30s" doc:"On SIGTERM, how long in-flight production requests may take to finish."`
+}
+
+// Secret is a credential: it prints as [redacted].
+type Secret string
+
+func (s Secret) String() string {
+	if s == "" {
+		return ""
+	}
+	return "[redacted]"
+}
+
+// GoString keeps %#v from printing the secret.
+func (s Secret) GoString() string { return s.String() }
+
+// LoadConfig reads the configuration from l (os environment in production)
+// and validates it. Errors name the offending variable.
+func LoadConfig(ctx context.Context, l envconfig.Lookuper) (Config, error) {
+	var c Config
+	err := envconfig.ProcessWith(ctx, &envconfig.Config{
+		Target:   &c,
+		Lookuper: envconfig.PrefixLookuper(EnvPrefix, l),
+	})
+	if err != nil {
+		return c, nameVariable(err)
+	}
+	return c, c.Validate()
+}
+
+// nameVariable rewrites go-envconfig's "FieldName: cause" errors to name the
+// environment variable instead.
+func nameVariable(err error) error {
+	msg := err.Error()
+	for f := range reflect.TypeFor[Config]().Fields() {
+		if cause, ok := strings.CutPrefix(msg, f.Name+": "); ok {
+			name, _, _ := strings.Cut(f.Tag.Get("env"), ",")
+			return fmt.Errorf("invalid %s%s: %s", EnvPrefix, name, cause)
+		}
+	}
+	return err
+}
+
+// Validate checks every setting and names the first invalid variable.
+func (c Config) Validate() error {
+	if err := checkAddr("LISTEN_ADDR", c.ListenAddr); err != nil {
+		return err
+	}
+	if err := checkAddr("METRICS_ADDR", c.MetricsAddr); err != nil {
+		return err
+	}
+	if c.PrimaryURL == "" {
+		return invalid("PRIMARY_URL", "is required: the base URL of production, e.g. http://vllm:8000")
+	}
+	for _, u := range []struct{ name, value string }{{"PRIMARY_URL", c.PrimaryURL}, {"A_URL", c.AURL}, {"B_URL", c.BURL}} {
+		if err := checkURL(u.name, u.value); err != nil {
+			return err
+		}
+	}
+	if (c.AURL == "") != (c.BURL == "") {
+		if c.AURL == "" {
+			return invalid("A_URL", "must be set when TANDEM_B_URL is set (set both arms or neither)")
+		}
+		return invalid("B_URL", "must be set when TANDEM_A_URL is set (set both arms or neither)")
+	}
+	if c.SampleRate < 0 || c.SampleRate > 1 {
+		return invalid("SAMPLE_RATE", "must be between 0 and 1, got %g", c.SampleRate)
+	}
+	if c.SampleBy != "conversation" && c.SampleBy != "request" {
+		return invalid("SAMPLE_BY", "must be conversation or request, got %q", c.SampleBy)
+	}
+	if c.ShadowTimeout <= 0 {
+		return invalid("SHADOW_TIMEOUT", "must be positive, got %s", c.ShadowTimeout)
+	}
+	if c.ShadowMaxInFlight < 1 {
+		return invalid("SHADOW_MAX_IN_FLIGHT", "must be at least 1, got %d", c.ShadowMaxInFlight)
+	}
+	if c.MirrorMaxBodyBytes < 1 {
+		return invalid("MIRROR_MAX_BODY_BYTES", "must be at least 1, got %d", c.MirrorMaxBodyBytes)
+	}
+	if c.RecordMaxBytes < 1024 {
+		return invalid("RECORD_MAX_BYTES", "must be at least 1024, got %d", c.RecordMaxBytes)
+	}
+	if c.RecordMaxFiles < 0 {
+		return invalid("RECORD_MAX_FILES", "must not be negative, got %d", c.RecordMaxFiles)
+	}
+	if c.PrefixChunkBytes < 1 || c.PrefixChunkBytes > 1<<20 {
+		return invalid("PREFIX_CHUNK_BYTES", "must be between 1 and 1048576, got %d", c.PrefixChunkBytes)
+	}
+	if c.PrefixIndexEntries < 1 {
+		return invalid("PREFIX_INDEX_ENTRIES", "must be at least 1, got %d", c.PrefixIndexEntries)
+	}
+	if c.PrefixTTL <= 0 {
+		return invalid("PREFIX_TTL", "must be positive, got %s", c.PrefixTTL)
+	}
+	if c.RepeatMinFraction <= 0 || c.RepeatMinFraction > 1 {
+		return invalid("REPEAT_MIN_FRACTION", "must be greater than 0 and at most 1, got %g", c.RepeatMinFraction)
+	}
+	if c.RepeatMinBytes < 0 {
+		return invalid("REPEAT_MIN_BYTES", "must not be negative, got %d", c.RepeatMinBytes)
+	}
+	if len(c.ExtraClasses) > maxExtraClasses {
+		return invalid("EXTRA_CLASSES", "allows at most %d classes, got %d", maxExtraClasses, len(c.ExtraClasses))
+	}
+	for _, class := range c.ExtraClasses {
+		if !validClassName(class) {
+			return invalid("EXTRA_CLASSES", "class %q must be 1 to 64 characters of a-z, 0-9 and _", class)
+		}
+		if class == exporter.ClassFresh || class == exporter.ClassRepeatedPrefix {
+			return invalid("EXTRA_CLASSES", "class %q is built in", class)
+		}
+	}
+	if len(c.ExtraClasses) > 0 && c.ClassHeader == "" {
+		return invalid("CLASS_HEADER", "must be set when TANDEM_EXTRA_CLASSES is set")
+	}
+	if c.ShutdownGrace < 0 {
+		return invalid("SHUTDOWN_GRACE", "must not be negative, got %s", c.ShutdownGrace)
+	}
+	return nil
+}
+
+// maxExtraClasses bounds the class label's cardinality.
+const maxExtraClasses = 16
+
+// Mirroring reports whether A and B are configured.
+func (c Config) Mirroring() bool { return c.AURL != "" && c.BURL != "" }
+
+// Classes lists the class label values in use: built-in, then allowlisted.
+func (c Config) Classes() []string {
+	return append(append([]string{}, exporter.BuiltinClasses...), c.ExtraClasses...)
+}
+
+// ClassifierOptions are the prefix index settings.
+func (c Config) ClassifierOptions() classify.Options {
+	return classify.Options{
+		ChunkBytes:  c.PrefixChunkBytes,
+		MaxEntries:  c.PrefixIndexEntries,
+		TTL:         c.PrefixTTL,
+		MinFraction: c.RepeatMinFraction,
+		MinBytes:    c.RepeatMinBytes,
+	}
+}
+
+func invalid(name, format string, args ...any) error {
+	return fmt.Errorf("invalid %s%s: %s", EnvPrefix, name, fmt.Sprintf(format, args...))
+}
+
+func checkAddr(name, addr string) error {
+	if _, _, err := net.SplitHostPort(addr); err != nil {
+		return invalid(name, "must be host:port or :port, got %q", addr)
+	}
+	return nil
+}
+
+func checkURL(name, raw string) error {
+	if raw == "" {
+		return nil
+	}
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return invalid(name, "must be an absolute http or https URL, got %q", redactURL(raw))
+	}
+	if u.User != nil {
+		return invalid(name, "must not carry credentials; use the API key variables")
+	}
+	return nil
+}
+
+// redactURL hides userinfo so a credential in a bad URL is never echoed.
+func redactURL(raw string) string {
+	if at := strings.LastIndex(raw, "@"); at >= 0 {
+		if scheme := strings.Index(raw, "://"); scheme >= 0 && scheme < at {
+			return raw[:scheme+3] + "[redacted]@" + raw[at+1:]
+		}
+	}
+	return raw
+}
+
+func validClassName(s string) bool {
+	if len(s) == 0 || len(s) > 64 {
+		return false
+	}
+	for _, r := range s {
+		if (r < 'a' || r > 'z') && (r < '0' || r > '9') && r != '_' {
+			return false
+		}
+	}
+	return true
+}
+
+// ConfigVar documents one environment variable.
+type ConfigVar struct {
+	Name, Default, Doc string
+}
+
+// ConfigVars lists every variable of Config in declaration order, for the
+// README table and --help.
+func ConfigVars() []ConfigVar {
+	t := reflect.TypeFor[Config]()
+	vars := make([]ConfigVar, 0, t.NumField())
+	for f := range t.Fields() {
+		name, opts, _ := strings.Cut(f.Tag.Get("env"), ",")
+		v := ConfigVar{Name: EnvPrefix + name, Doc: f.Tag.Get("doc")}
+		for opt := range strings.SplitSeq(opts, ",") {
+			if d, ok := strings.CutPrefix(strings.TrimSpace(opt), "default="); ok {
+				v.Default = d
+			}
+		}
+		vars = append(vars, v)
+	}
+	return vars
+}
+
+// ConfigTable renders ConfigVars as a Markdown table.
+func ConfigTable() string {
+	var b strings.Builder
+	b.WriteString("| Variable | Default | Meaning |\n|---|---|---|\n")
+	for _, v := range ConfigVars() {
+		def := v.Default
+		if def != "" {
+			def = "`" + def + "`"
+		}
+		fmt.Fprintf(&b, "| `%s` | %s | %s |\n", v.Name, def, v.Doc)
+	}
+	return b.String()
+}

@@ -1,0 +1,109 @@
+package proxy
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/sethvargo/go-envconfig"
+)
+
+func load(env map[string]string) (Config, error) {
+	return LoadConfig(context.Background(), envconfig.MapLookuper(env))
+}
+
+func TestConfigDefaults(t *testing.T) {
+	c, err := load(map[string]string{"TANDEM_PRIMARY_URL": "http://vllm:8000"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.ListenAddr != ":8080" || c.MetricsAddr != ":9464" || c.SampleBy != "conversation" || c.PrefixChunkBytes != 64 ||
+		c.RepeatMinFraction != 0.5 || c.RepeatMinBytes != 256 || c.Mirroring() {
+		t.Fatalf("unexpected defaults: %+v", c)
+	}
+}
+
+func TestConfigInvalid(t *testing.T) {
+	base := map[string]string{"TANDEM_PRIMARY_URL": "http://prod:8000", "TANDEM_A_URL": "http://a:8000", "TANDEM_B_URL": "http://b:8000"}
+	for _, tc := range []struct {
+		env  map[string]string
+		want string
+	}{
+		{map[string]string{"TANDEM_PRIMARY_URL": ""}, "invalid TANDEM_PRIMARY_URL: is required: the base URL of production, e.g. http://vllm:8000"},
+		{map[string]string{"TANDEM_PRIMARY_URL": "vllm:8000"}, `invalid TANDEM_PRIMARY_URL: must be an absolute http or https URL, got "vllm:8000"`},
+		{map[string]string{"TANDEM_A_URL": "ftp://a"}, `invalid TANDEM_A_URL: must be an absolute http or https URL, got "ftp://a"`},
+		{map[string]string{"TANDEM_B_URL": "http://user:hunter2@b:8000"}, "invalid TANDEM_B_URL: must not carry credentials; use the API key variables"},
+		{map[string]string{"TANDEM_B_URL": ""}, "invalid TANDEM_B_URL: must be set when TANDEM_A_URL is set (set both arms or neither)"},
+		{map[string]string{"TANDEM_A_URL": ""}, "invalid TANDEM_A_URL: must be set when TANDEM_B_URL is set (set both arms or neither)"},
+		{map[string]string{"TANDEM_SAMPLE_RATE": "1.5"}, "invalid TANDEM_SAMPLE_RATE: must be between 0 and 1, got 1.5"},
+		{map[string]string{"TANDEM_SAMPLE_RATE": "-0.1"}, "invalid TANDEM_SAMPLE_RATE: must be between 0 and 1, got -0.1"},
+		{map[string]string{"TANDEM_SAMPLE_BY": "user"}, `invalid TANDEM_SAMPLE_BY: must be conversation or request, got "user"`},
+		{map[string]string{"TANDEM_SHADOW_TIMEOUT": "0s"}, "invalid TANDEM_SHADOW_TIMEOUT: must be positive, got 0s"},
+		{map[string]string{"TANDEM_SHADOW_MAX_IN_FLIGHT": "0"}, "invalid TANDEM_SHADOW_MAX_IN_FLIGHT: must be at least 1, got 0"},
+		{map[string]string{"TANDEM_MIRROR_MAX_BODY_BYTES": "0"}, "invalid TANDEM_MIRROR_MAX_BODY_BYTES: must be at least 1, got 0"},
+		{map[string]string{"TANDEM_PREFIX_CHUNK_BYTES": "0"}, "invalid TANDEM_PREFIX_CHUNK_BYTES: must be between 1 and 1048576, got 0"},
+		{map[string]string{"TANDEM_PREFIX_INDEX_ENTRIES": "0"}, "invalid TANDEM_PREFIX_INDEX_ENTRIES: must be at least 1, got 0"},
+		{map[string]string{"TANDEM_PREFIX_TTL": "-1m"}, "invalid TANDEM_PREFIX_TTL: must be positive, got -1m0s"},
+		{map[string]string{"TANDEM_REPEAT_MIN_FRACTION": "0"}, "invalid TANDEM_REPEAT_MIN_FRACTION: must be greater than 0 and at most 1, got 0"},
+		{map[string]string{"TANDEM_REPEAT_MIN_BYTES": "-1"}, "invalid TANDEM_REPEAT_MIN_BYTES: must not be negative, got -1"},
+		{map[string]string{"TANDEM_EXTRA_CLASSES": "batch"}, "invalid TANDEM_CLASS_HEADER: must be set when TANDEM_EXTRA_CLASSES is set"},
+		{map[string]string{"TANDEM_EXTRA_CLASSES": "Batch Jobs", "TANDEM_CLASS_HEADER": "X-Class"}, `invalid TANDEM_EXTRA_CLASSES: class "Batch Jobs" must be 1 to 64 characters of a-z, 0-9 and _`},
+		{map[string]string{"TANDEM_EXTRA_CLASSES": "fresh", "TANDEM_CLASS_HEADER": "X-Class"}, `invalid TANDEM_EXTRA_CLASSES: class "fresh" is built in`},
+		{map[string]string{"TANDEM_LISTEN_ADDR": "8080"}, `invalid TANDEM_LISTEN_ADDR: must be host:port or :port, got "8080"`},
+		{map[string]string{"TANDEM_METRICS_ADDR": "localhost"}, `invalid TANDEM_METRICS_ADDR: must be host:port or :port, got "localhost"`},
+		{map[string]string{"TANDEM_RECORD_MAX_BYTES": "10"}, "invalid TANDEM_RECORD_MAX_BYTES: must be at least 1024, got 10"},
+		{map[string]string{"TANDEM_SHUTDOWN_GRACE": "-1s"}, "invalid TANDEM_SHUTDOWN_GRACE: must not be negative, got -1s"},
+	} {
+		env := map[string]string{}
+		for k, v := range base {
+			env[k] = v
+		}
+		for k, v := range tc.env {
+			env[k] = v
+		}
+		_, err := load(env)
+		if err == nil || err.Error() != tc.want {
+			t.Errorf("%v:\n got %v\nwant %s", tc.env, err, tc.want)
+		}
+	}
+}
+
+func TestConfigUnparsableValueNamesVariable(t *testing.T) {
+	for _, name := range []string{"TANDEM_SAMPLE_RATE", "TANDEM_SHADOW_TIMEOUT", "TANDEM_SHADOW_MAX_IN_FLIGHT"} {
+		_, err := load(map[string]string{"TANDEM_PRIMARY_URL": "http://p", name: "not-a-value"})
+		if err == nil || !strings.Contains(err.Error(), name) {
+			t.Errorf("%s=not-a-value: error %v does not name the variable", name, err)
+		}
+	}
+}
+
+func TestSecretsNeverPrinted(t *testing.T) {
+	c, err := load(map[string]string{"TANDEM_PRIMARY_URL": "http://p", "TANDEM_A_URL": "http://a", "TANDEM_B_URL": "http://b",
+		"TANDEM_A_API_KEY": "sk-aaaa-secret", "TANDEM_B_API_KEY": "sk-bbbb-secret"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, format := range []string{"%v", "%+v", "%#v", "%s"} {
+		out := fmt.Sprintf(format, c)
+		if strings.Contains(out, "sk-aaaa-secret") || strings.Contains(out, "sk-bbbb-secret") {
+			t.Errorf("%s of Config prints a secret: %s", format, out)
+		}
+	}
+	_, err = load(map[string]string{"TANDEM_PRIMARY_URL": "http://user:pa55word@p"})
+	if err == nil || strings.Contains(err.Error(), "pa55word") {
+		t.Errorf("error %v echoes a credential", err)
+	}
+}
+
+// TestREADMEConfigTable keeps the README's table in step with Config.
+func TestREADMEConfigTable(t *testing.T) {
+	readme, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(readme), ConfigTable()) {
+		t.Fatalf("README.md's configuration table is out of date; replace it with:\n%s", ConfigTable())
+	}
+}

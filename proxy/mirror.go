@@ -1,0 +1,173 @@
+package proxy
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"time"
+
+	"github.com/kestrelops/tandem/exporter"
+	"github.com/kestrelops/tandem/proxy/sse"
+)
+
+// startMirror takes one in-flight slot on every arm, or none: when an arm is
+// full neither gets the request, so A and B always see the same trace. The
+// shadows run in their own goroutine; the caller never waits for them.
+func (s *Server) startMirror(api sse.API, in *url.URL, class string, body []byte) {
+	for i, arm := range s.arms {
+		select {
+		case arm.slots <- struct{}{}:
+		default:
+			for _, taken := range s.arms[:i] {
+				<-taken.slots
+			}
+			s.metrics.MirrorSkipped(exporter.SkipOverloaded)
+			return
+		}
+	}
+	for _, arm := range s.arms {
+		s.metrics.ShadowInFlight(arm.config).Inc()
+	}
+	s.shadows.Add(1)
+	go func() {
+		defer s.shadows.Done()
+		defer func() {
+			for _, arm := range s.arms {
+				s.metrics.ShadowInFlight(arm.config).Dec()
+				<-arm.slots
+			}
+		}()
+		s.mirror(api, in, class, body)
+	}()
+}
+
+// shadowResult is one arm's measurement of a mirrored request.
+type shadowResult struct {
+	start time.Time
+	obs   exporter.Observation
+}
+
+// mirror sends the request to every arm at the same moment, measures each,
+// and records the pair.
+func (s *Server) mirror(api sse.API, in *url.URL, class string, body []byte) {
+	ctx, cancel := context.WithTimeout(s.shadowCtx, s.cfg.ShadowTimeout)
+	defer cancel()
+
+	reqs := make([]*http.Request, len(s.arms))
+	for i, arm := range s.arms {
+		req, err := arm.shadowRequest(ctx, api, in, body)
+		if err != nil {
+			// The body parsed as a prompt, so this cannot happen short of a bug.
+			s.log.Error("building mirrored request", "config", arm.config, "err", err)
+			return
+		}
+		reqs[i] = req
+	}
+
+	results := make([]shadowResult, len(s.arms))
+	gate := make(chan struct{})
+	done := make(chan struct{}, len(s.arms))
+	for i, arm := range s.arms {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			<-gate
+			results[i] = arm.measureShadow(api, reqs[i])
+		}()
+	}
+	close(gate)
+	for range s.arms {
+		<-done
+	}
+
+	pairID := fmt.Sprintf("%016x", rand.Uint64())
+	for i, arm := range s.arms {
+		s.observe(arm.config, class, pairID, results[i].start, results[i].obs)
+	}
+	s.metrics.ObservePair(class, results[0].obs, results[1].obs)
+}
+
+// shadowRequest builds the request one arm receives: always streamed with
+// usage, the arm's model when set, and only the content type and the arm's
+// own credentials as headers.
+func (u *upstream) shadowRequest(ctx context.Context, api sse.API, in *url.URL, body []byte) (*http.Request, error) {
+	shadowBody, err := rewriteBody(api, body, u.model)
+	if err != nil {
+		return nil, err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "", bytes.NewReader(shadowBody))
+	if err != nil {
+		return nil, err
+	}
+	req.URL = &url.URL{Path: in.Path, RawPath: in.RawPath, RawQuery: in.RawQuery}
+	(&httputil.ProxyRequest{Out: req}).SetURL(u.url)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "text/event-stream")
+	req.Header.Set("User-Agent", "tandem")
+	if u.apiKey != "" {
+		req.Header.Set("Authorization", "Bearer "+string(u.apiKey))
+	}
+	return req, nil
+}
+
+// measureShadow sends req and reads the whole response, measuring it; the
+// response is discarded.
+func (u *upstream) measureShadow(api sse.API, req *http.Request) shadowResult {
+	var res shadowResult
+	m := newMeasurement(api, func(start time.Time, o exporter.Observation) {
+		res.start, res.obs = start, o
+	})
+	resp, err := m.handOff(u.transport, req)
+	if err != nil {
+		return res
+	}
+	buf := copyBuffers.Get().(*[]byte)
+	io.CopyBuffer(io.Discard, io.LimitReader(resp.Body, maxShadowResponseBytes), *buf)
+	copyBuffers.Put(buf)
+	resp.Body.Close()
+	return res
+}
+
+// maxShadowResponseBytes bounds what tandem reads of one shadow response; a
+// longer one is cut and counted as canceled.
+const maxShadowResponseBytes = 64 << 20
+
+// rewriteBody returns the body sent to an arm: stream on, usage requested
+// (chat and completions), model replaced when set. Other fields pass as they
+// are.
+func rewriteBody(api sse.API, body []byte, model string) ([]byte, error) {
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(body, &fields); err != nil {
+		return nil, err
+	}
+	fields["stream"] = json.RawMessage("true")
+	if api == sse.APIChatCompletions || api == sse.APICompletions {
+		opts := map[string]json.RawMessage{}
+		if raw, ok := fields["stream_options"]; ok {
+			// A stream_options that is not an object is replaced.
+			_ = json.Unmarshal(raw, &opts)
+			if opts == nil {
+				opts = map[string]json.RawMessage{}
+			}
+		}
+		opts["include_usage"] = json.RawMessage("true")
+		raw, err := json.Marshal(opts)
+		if err != nil {
+			return nil, err
+		}
+		fields["stream_options"] = raw
+	}
+	if model != "" {
+		raw, err := json.Marshal(model)
+		if err != nil {
+			return nil, err
+		}
+		fields["model"] = raw
+	}
+	return json.Marshal(fields)
+}

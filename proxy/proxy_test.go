@@ -1,0 +1,388 @@
+package proxy
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/sethvargo/go-envconfig"
+
+	"github.com/kestrelops/tandem/exporter"
+	"github.com/kestrelops/tandem/proxy/sse"
+	"github.com/kestrelops/tandem/proxy/testupstream"
+)
+
+// rig is a proxy in front of three fake upstreams.
+type rig struct {
+	prod, a, b *testupstream.Server
+	server     *Server
+	front      *httptest.Server
+	reg        *prometheus.Registry
+}
+
+func newRig(t *testing.T, prod, a, b testupstream.Script, env map[string]string) *rig {
+	t.Helper()
+	r := &rig{prod: testupstream.New(prod), a: testupstream.New(a), b: testupstream.New(b), reg: prometheus.NewRegistry()}
+	vars := map[string]string{
+		"TANDEM_PRIMARY_URL": r.prod.URL,
+		"TANDEM_A_URL":       r.a.URL,
+		"TANDEM_B_URL":       r.b.URL,
+		"TANDEM_SAMPLE_RATE": "1",
+		"TANDEM_SAMPLE_BY":   "request",
+		"TANDEM_A_API_KEY":   "key-for-a",
+		"TANDEM_B_API_KEY":   "key-for-b",
+	}
+	for k, v := range env {
+		vars[k] = v
+	}
+	cfg, err := LoadConfig(context.Background(), envconfig.MapLookuper(vars))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := exporter.New(r.reg, cfg.Classes(), nil, "test", "test")
+	r.server, err = New(cfg, m, nil, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.front = httptest.NewServer(r.server)
+	t.Cleanup(func() {
+		r.front.Close()
+		r.server.Shutdown()
+		r.prod.Close()
+		r.a.Close()
+		r.b.Close()
+	})
+	return r
+}
+
+// idle waits until every mirrored request has been recorded.
+func (r *rig) idle() { r.server.shadows.Wait() }
+
+// value returns the value of the counter or gauge name with exactly labels,
+// or the sample count of a histogram.
+func (r *rig) value(t *testing.T, name string, labels map[string]string) float64 {
+	t.Helper()
+	mfs, err := r.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			if !labelsMatch(m, labels) {
+				continue
+			}
+			switch {
+			case m.Counter != nil:
+				return m.Counter.GetValue()
+			case m.Gauge != nil:
+				return m.Gauge.GetValue()
+			case m.Histogram != nil:
+				return float64(m.Histogram.GetSampleCount())
+			}
+		}
+	}
+	t.Fatalf("no series %s%v", name, labels)
+	return 0
+}
+
+func labelsMatch(m *dto.Metric, want map[string]string) bool {
+	if len(m.GetLabel()) != len(want) {
+		return false
+	}
+	for _, l := range m.GetLabel() {
+		if want[l.GetName()] != l.GetValue() {
+			return false
+		}
+	}
+	return true
+}
+
+const chatBody = `{"model":"m","stream":true,"messages":[{"role":"system","content":"You are terse."},{"role":"user","content":"Say hi"}]}`
+
+func post(t *testing.T, url, body string, header http.Header) (*http.Response, []byte) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, url+"/v1/chat/completions", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	for k, v := range header {
+		req.Header[k] = v
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	got, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp, got
+}
+
+func TestProductionResponseIsByteIdentical(t *testing.T) {
+	r := newRig(t, testupstream.Script{Tokens: 5}, testupstream.Script{}, testupstream.Script{}, nil)
+	direct, directBody := post(t, r.prod.URL, chatBody, nil)
+	proxied, proxiedBody := post(t, r.front.URL, chatBody, nil)
+	if !bytes.Equal(directBody, proxiedBody) {
+		t.Fatalf("body through tandem differs:\n got %q\nwant %q", proxiedBody, directBody)
+	}
+	if string(proxiedBody) != testupstream.StreamBody(5) {
+		t.Fatalf("unexpected stream %q", proxiedBody)
+	}
+	if proxied.StatusCode != direct.StatusCode {
+		t.Fatalf("status %d, want %d", proxied.StatusCode, direct.StatusCode)
+	}
+	for _, h := range []string{"Content-Type", "Cache-Control"} {
+		if proxied.Header.Get(h) != direct.Header.Get(h) {
+			t.Errorf("header %s = %q, want %q", h, proxied.Header.Get(h), direct.Header.Get(h))
+		}
+	}
+	// The request production received is the client's, byte for byte.
+	got := r.prod.Received()
+	if len(got) != 2 || !bytes.Equal(got[1].Body, []byte(chatBody)) {
+		t.Fatalf("production received %d requests, last body %q", len(got), got[len(got)-1].Body)
+	}
+	r.idle()
+	if n := r.value(t, exporter.MetricRequests, map[string]string{"config": "production", "class": "fresh", "outcome": "completed"}); n != 1 {
+		t.Errorf("production completed = %v, want 1", n)
+	}
+	if n := r.value(t, exporter.MetricOutputTokens, map[string]string{"config": "production", "class": "fresh"}); n != 5 {
+		t.Errorf("production output tokens = %v, want 5", n)
+	}
+}
+
+func TestProductionNotHeldBackByHangingShadow(t *testing.T) {
+	release := make(chan struct{})
+	r := newRig(t, testupstream.Script{}, testupstream.Script{Release: release}, testupstream.Script{}, nil)
+
+	_, body := post(t, r.front.URL, chatBody, nil)
+	// A has the request but has not answered: production finished first.
+	select {
+	case <-r.a.Arrived():
+	case <-time.After(10 * time.Second):
+		t.Fatal("A never received the mirrored request")
+	}
+	if string(body) != testupstream.StreamBody(3) {
+		t.Fatalf("production body %q", body)
+	}
+	if n := r.value(t, exporter.MetricShadowInFlight, map[string]string{"config": "A"}); n != 1 {
+		t.Fatalf("A in flight = %v while production already answered, want 1", n)
+	}
+	close(release)
+	r.idle()
+	if n := r.value(t, exporter.MetricPairs, map[string]string{"class": "fresh", "result": "both_completed"}); n != 1 {
+		t.Errorf("both_completed pairs = %v, want 1", n)
+	}
+}
+
+func TestOverloadedArmSkipsBoth(t *testing.T) {
+	release := make(chan struct{})
+	r := newRig(t, testupstream.Script{}, testupstream.Script{Release: release}, testupstream.Script{},
+		map[string]string{"TANDEM_SHADOW_MAX_IN_FLIGHT": "1"})
+	post(t, r.front.URL, chatBody, nil)
+	<-r.a.Arrived()
+	<-r.b.Arrived()
+	// A still holds its only slot; B is free, but must not get the request either.
+	post(t, r.front.URL, chatBody, nil)
+	close(release)
+	r.idle()
+	if n := len(r.b.Received()); n != 1 {
+		t.Errorf("B received %d requests, want 1 (the second was skipped for both)", n)
+	}
+	if n := len(r.a.Received()); n != 1 {
+		t.Errorf("A received %d requests, want 1", n)
+	}
+	if n := r.value(t, exporter.MetricMirrorSkipped, map[string]string{"reason": "overloaded"}); n != 1 {
+		t.Errorf("overloaded skips = %v, want 1", n)
+	}
+	if n := len(r.prod.Received()); n != 2 {
+		t.Errorf("production received %d requests, want 2", n)
+	}
+}
+
+func TestShadowsGetOnlyTheirOwnCredentials(t *testing.T) {
+	r := newRig(t, testupstream.Script{}, testupstream.Script{}, testupstream.Script{},
+		map[string]string{"TANDEM_B_MODEL": "b-model"})
+	h := http.Header{"Authorization": {"Bearer client-secret"}, "Cookie": {"session=abc"}, "X-Team": {"search"}}
+	post(t, r.front.URL, `{"model":"m","messages":[{"role":"user","content":"hi"}]}`, h)
+	r.idle()
+
+	prod := r.prod.Received()[0]
+	if prod.Header.Get("Authorization") != "Bearer client-secret" || prod.Header.Get("Cookie") != "session=abc" || prod.Header.Get("X-Team") != "search" {
+		t.Errorf("production lost client headers: %v", prod.Header)
+	}
+	for _, arm := range []struct {
+		name string
+		up   *testupstream.Server
+		key  string
+	}{{"A", r.a, "Bearer key-for-a"}, {"B", r.b, "Bearer key-for-b"}} {
+		got := arm.up.Received()
+		if len(got) != 1 {
+			t.Fatalf("%s received %d requests", arm.name, len(got))
+		}
+		if auth := got[0].Header.Get("Authorization"); auth != arm.key {
+			t.Errorf("%s Authorization = %q, want %q", arm.name, auth, arm.key)
+		}
+		for _, h := range []string{"Cookie", "X-Team"} {
+			if v := got[0].Header.Get(h); v != "" {
+				t.Errorf("%s received client header %s=%q", arm.name, h, v)
+			}
+		}
+		var body struct {
+			Model         string `json:"model"`
+			Stream        bool   `json:"stream"`
+			StreamOptions struct {
+				IncludeUsage bool `json:"include_usage"`
+			} `json:"stream_options"`
+		}
+		if err := json.Unmarshal(got[0].Body, &body); err != nil {
+			t.Fatal(err)
+		}
+		if !body.Stream || !body.StreamOptions.IncludeUsage {
+			t.Errorf("%s body not forced to stream with usage: %s", arm.name, got[0].Body)
+		}
+		wantModel := map[string]string{"A": "m", "B": "b-model"}[arm.name]
+		if body.Model != wantModel {
+			t.Errorf("%s model = %q, want %q", arm.name, body.Model, wantModel)
+		}
+	}
+}
+
+func TestUnmirrorableBodiesReachProductionUntouched(t *testing.T) {
+	r := newRig(t, testupstream.Script{}, testupstream.Script{}, testupstream.Script{},
+		map[string]string{"TANDEM_MIRROR_MAX_BODY_BYTES": "200"})
+	big := `{"model":"m","messages":[{"role":"user","content":"` + strings.Repeat("x", 5000) + `"}]}`
+	for _, tc := range []struct{ body, reason string }{
+		{big, exporter.SkipBodyTooLarge},
+		{`{"model":"m","messages":[`, exporter.SkipInvalidBody},
+		{`[1,2,3]`, exporter.SkipInvalidBody},
+	} {
+		post(t, r.front.URL, tc.body, nil)
+		got := r.prod.Received()
+		if last := got[len(got)-1].Body; string(last) != tc.body {
+			t.Errorf("production received %d bytes, want the %d sent", len(last), len(tc.body))
+		}
+	}
+	r.idle()
+	if n := r.value(t, exporter.MetricMirrorSkipped, map[string]string{"reason": exporter.SkipBodyTooLarge}); n != 1 {
+		t.Errorf("body_too_large = %v, want 1", n)
+	}
+	if n := r.value(t, exporter.MetricMirrorSkipped, map[string]string{"reason": exporter.SkipInvalidBody}); n != 2 {
+		t.Errorf("invalid_body = %v, want 2", n)
+	}
+	if len(r.a.Received())+len(r.b.Received()) != 0 {
+		t.Error("an unmirrorable body reached an arm")
+	}
+}
+
+func TestOversizeBodyWithoutContentLengthIsStreamed(t *testing.T) {
+	r := newRig(t, testupstream.Script{}, testupstream.Script{}, testupstream.Script{},
+		map[string]string{"TANDEM_MIRROR_MAX_BODY_BYTES": "100"})
+	body := `{"model":"m","messages":[{"role":"user","content":"` + strings.Repeat("y", 1000) + `"}]}`
+	req, _ := http.NewRequest(http.MethodPost, r.front.URL+"/v1/chat/completions", io.MultiReader(strings.NewReader(body)))
+	req.ContentLength = -1 // chunked: tandem learns the size only by reading
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if got := r.prod.Received()[0].Body; string(got) != body {
+		t.Fatalf("production received %d bytes, want %d", len(got), len(body))
+	}
+	if n := r.value(t, exporter.MetricMirrorSkipped, map[string]string{"reason": exporter.SkipBodyTooLarge}); n != 1 {
+		t.Errorf("body_too_large = %v, want 1", n)
+	}
+}
+
+func TestShadowOutcomes(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		a, b       testupstream.Script
+		aOut, bOut string
+		pair       string
+	}{
+		{"A errors", testupstream.Script{Status: 500}, testupstream.Script{}, exporter.OutcomeError, exporter.OutcomeCompleted, exporter.PairAFailed},
+		{"B times out", testupstream.Script{}, testupstream.Script{Hang: true}, exporter.OutcomeCompleted, exporter.OutcomeTimeout, exporter.PairBFailed},
+		{"B cut mid-stream", testupstream.Script{}, testupstream.Script{Tokens: 5, CutAfter: 2}, exporter.OutcomeCompleted, exporter.OutcomeIncomplete, exporter.PairBFailed},
+		{"both 429", testupstream.Script{Status: 429}, testupstream.Script{Status: 429}, exporter.OutcomeError, exporter.OutcomeError, exporter.PairBothFailed},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newRig(t, testupstream.Script{}, tc.a, tc.b, map[string]string{"TANDEM_SHADOW_TIMEOUT": "300ms"})
+			_, body := post(t, r.front.URL, chatBody, nil)
+			if string(body) != testupstream.StreamBody(3) {
+				t.Fatalf("production body altered: %q", body)
+			}
+			r.idle()
+			for config, outcome := range map[string]string{"A": tc.aOut, "B": tc.bOut} {
+				if n := r.value(t, exporter.MetricRequests, map[string]string{"config": config, "class": "fresh", "outcome": outcome}); n != 1 {
+					t.Errorf("%s %s = %v, want 1", config, outcome, n)
+				}
+			}
+			if n := r.value(t, exporter.MetricPairs, map[string]string{"class": "fresh", "result": tc.pair}); n != 1 {
+				t.Errorf("pairs %s = %v, want 1", tc.pair, n)
+			}
+		})
+	}
+}
+
+func TestClientDisconnectCancelsProduction(t *testing.T) {
+	r := newRig(t, testupstream.Script{Hang: true}, testupstream.Script{}, testupstream.Script{}, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, r.front.URL+"/v1/chat/completions", strings.NewReader(chatBody))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-r.prod.Arrived()
+	cancel()
+	resp.Body.Close()
+	deadline := time.Now().Add(10 * time.Second)
+	for r.value(t, exporter.MetricRequests, map[string]string{"config": "production", "class": "fresh", "outcome": "canceled"}) != 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("production request not counted as canceled after the client left")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func TestPrimaryDownGivesClearBadGateway(t *testing.T) {
+	r := newRig(t, testupstream.Script{}, testupstream.Script{}, testupstream.Script{}, nil)
+	r.prod.Close()
+	resp, body := post(t, r.front.URL, chatBody, nil)
+	if resp.StatusCode != http.StatusBadGateway {
+		t.Fatalf("status %d, want 502", resp.StatusCode)
+	}
+	if !strings.Contains(string(body), "production upstream unreachable") {
+		t.Fatalf("body %q does not say what failed", body)
+	}
+	r.idle()
+	if n := r.value(t, exporter.MetricRequests, map[string]string{"config": "production", "class": "fresh", "outcome": "error"}); n != 1 {
+		t.Errorf("production error = %v, want 1", n)
+	}
+}
+
+func TestRewriteBody(t *testing.T) {
+	got, err := rewriteBody(sse.APIChatCompletions, []byte(`{"model":"x","stream_options":{"continuous_usage_stats":true},"n":1}`), "y")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"model":"y","n":1,"stream":true,"stream_options":{"continuous_usage_stats":true,"include_usage":true}}`
+	if string(got) != want {
+		t.Fatalf("got %s\nwant %s", got, want)
+	}
+}

@@ -1,0 +1,148 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/kestrelops/tandem/exporter"
+	"github.com/kestrelops/tandem/proxy/sse"
+)
+
+// upstream is one configuration tandem sends requests to: production, A or
+// B. All three are measured through the same code (meteredBody).
+type upstream struct {
+	config    string // exporter.ConfigProduction, ConfigA or ConfigB
+	url       *url.URL
+	apiKey    Secret
+	model     string
+	transport http.RoundTripper
+	// slots bounds mirrored requests in flight; nil for production.
+	slots chan struct{}
+}
+
+// newTransport returns the transport every upstream uses, so A and B differ
+// only in where they point. Each upstream gets its own connection pool.
+func newTransport() *http.Transport {
+	return &http.Transport{
+		Proxy: nil,
+		DialContext: (&net.Dialer{
+			Timeout:   10 * time.Second,
+			KeepAlive: 30 * time.Second,
+		}).DialContext,
+		ForceAttemptHTTP2:     false,
+		MaxIdleConns:          1024,
+		MaxIdleConnsPerHost:   1024,
+		IdleConnTimeout:       90 * time.Second,
+		ExpectContinueTimeout: time.Second,
+		// Compression is left to the client and upstream: tandem must not
+		// rewrite Accept-Encoding on the production path.
+		DisableCompression: true,
+	}
+}
+
+// measurement follows one request on one upstream. Its clock starts in
+// handOff, immediately before the request is given to the transport, and
+// stops when the response body ends (EOF, error or close).
+type measurement struct {
+	api   sse.API
+	start time.Time
+	meter *sse.Meter
+
+	once   sync.Once
+	finish func(start time.Time, o exporter.Observation)
+}
+
+func newMeasurement(api sse.API, finish func(time.Time, exporter.Observation)) *measurement {
+	return &measurement{api: api, finish: finish}
+}
+
+// handOff stamps the start of the measurement and gives req to rt.
+func (m *measurement) handOff(rt http.RoundTripper, req *http.Request) (*http.Response, error) {
+	m.start = time.Now()
+	m.meter = sse.NewMeter(m.api, m.start)
+	resp, err := rt.RoundTrip(req)
+	if err != nil {
+		m.done(outcomeOfError(req.Context(), err, false), time.Now())
+		return nil, err
+	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		m.done(exporter.OutcomeError, time.Now())
+		return resp, nil
+	}
+	m.meter.SetStreaming(isEventStream(resp.Header))
+	resp.Body = &meteredBody{body: resp.Body, m: m, ctx: req.Context()}
+	return resp, nil
+}
+
+// done reports the observation once; later calls are ignored.
+func (m *measurement) done(outcome string, end time.Time) {
+	m.once.Do(func() {
+		var o exporter.Observation
+		if m.meter != nil {
+			o = m.meter.Observation()
+		}
+		o.Outcome = outcome
+		o.Duration = end.Sub(m.start)
+		m.finish(m.start, o)
+	})
+}
+
+// meteredBody observes a response body as it is read: each chunk is stamped
+// on arrival and handed to the meter, and passed on unchanged.
+type meteredBody struct {
+	body io.ReadCloser
+	m    *measurement
+	ctx  context.Context
+}
+
+func (b *meteredBody) Read(p []byte) (int, error) {
+	n, err := b.body.Read(p)
+	now := time.Now()
+	if n > 0 {
+		b.m.meter.Write(now, p[:n])
+	}
+	switch {
+	case err == io.EOF:
+		if b.m.meter.Ended() {
+			b.m.done(exporter.OutcomeCompleted, now)
+		} else {
+			b.m.done(exporter.OutcomeIncomplete, now)
+		}
+	case err != nil:
+		b.m.done(outcomeOfError(b.ctx, err, true), now)
+	}
+	return n, err
+}
+
+// Close ends the measurement; a body closed before its end was abandoned by
+// the reader (the client went away or tandem is shutting down).
+func (b *meteredBody) Close() error {
+	b.m.done(exporter.OutcomeCanceled, time.Now())
+	return b.body.Close()
+}
+
+// outcomeOfError names the outcome of a failed round trip or body read.
+// Once the body has started (bodyStarted), any other failure is a cut stream.
+func outcomeOfError(ctx context.Context, err error, bodyStarted bool) string {
+	switch {
+	case errors.Is(ctx.Err(), context.DeadlineExceeded) || errors.Is(err, context.DeadlineExceeded):
+		return exporter.OutcomeTimeout
+	case ctx.Err() != nil || errors.Is(err, context.Canceled):
+		return exporter.OutcomeCanceled
+	case bodyStarted:
+		return exporter.OutcomeIncomplete
+	}
+	return exporter.OutcomeError
+}
+
+func isEventStream(h http.Header) bool {
+	ct := h.Get("Content-Type")
+	return strings.HasPrefix(strings.ToLower(strings.TrimSpace(ct)), "text/event-stream")
+}
