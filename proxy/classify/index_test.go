@@ -2,6 +2,7 @@ package classify
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -358,7 +359,7 @@ func BenchmarkClassify(b *testing.B) {
 		var n uint64
 		for b.Loop() {
 			n++
-			copy(prompt, fmt.Appendf(prompt[:0], "%016x", n))
+			binary.BigEndian.PutUint64(prompt, n)
 			ix.Classify(prompt)
 		}
 	})

@@ -158,12 +158,18 @@ func (e *encoder) completions(raw json.RawMessage) error {
 	case []any:
 		if len(v) > 0 {
 			if _, tokens := v[0].(float64); tokens {
-				e.message("prompt", v)
+				e.header(markItem, "prompt")
+				e.value(v)
 				return nil
 			}
 		}
 		for _, p := range v {
-			e.message("prompt", p)
+			e.header(markItem, "prompt")
+			if text, ok := p.(string); ok {
+				e.text(text)
+			} else {
+				e.value(p)
+			}
 		}
 	default:
 		return shapeError("prompt")
@@ -174,9 +180,7 @@ func (e *encoder) completions(raw json.RawMessage) error {
 // message writes one message whose content is a string, an array of parts,
 // or any other JSON value, written as a single value part.
 func (e *encoder) message(role string, content any) {
-	e.buf = append(e.buf, markItem)
-	e.buf = append(e.buf, role...)
-	e.buf = append(e.buf, markContent)
+	e.header(markItem, role)
 	switch c := content.(type) {
 	case nil:
 	case string:
@@ -207,10 +211,14 @@ func (e *encoder) part(part any) {
 }
 
 func (e *encoder) typed(kind string, v any) {
-	e.buf = append(e.buf, markTyped)
-	e.buf = append(e.buf, kind...)
-	e.buf = append(e.buf, markContent)
+	e.header(markTyped, kind)
 	e.value(v)
+}
+
+func (e *encoder) header(mark byte, name string) {
+	e.buf = append(e.buf, mark)
+	e.buf = append(e.buf, name...)
+	e.buf = append(e.buf, markContent)
 }
 
 func (e *encoder) text(s string) {
