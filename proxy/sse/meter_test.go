@@ -1,0 +1,413 @@
+package sse
+
+import (
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/kestrelops/tandem/exporter"
+)
+
+var start = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+
+const tick = 10 * time.Millisecond
+
+func ms(n int) time.Duration { return time.Duration(n) * time.Millisecond }
+
+// frame is one SSE event carrying data.
+func frame(data string) string { return "data: " + data + "\n\n" }
+
+// named is one SSE event with an event name.
+func named(name, data string) string { return "event: " + name + "\n" + frame(data) }
+
+func chatDelta(delta string) string {
+	return frame(`{"id":"c1","object":"chat.completion.chunk","choices":[{"index":0,"delta":` + delta + `,"logprobs":null,"finish_reason":null}],"usage":null}`)
+}
+
+func chatFinish(reason string) string {
+	return frame(`{"id":"c1","object":"chat.completion.chunk","choices":[{"index":0,"delta":{},"finish_reason":"` + reason + `"}],"usage":null}`)
+}
+
+func chatUsageChunk(prompt, completion, cached int) string {
+	return frame(`{"id":"c1","object":"chat.completion.chunk","choices":[],"usage":{"prompt_tokens":` + strconv.Itoa(prompt) +
+		`,"completion_tokens":` + strconv.Itoa(completion) + `,"total_tokens":` + strconv.Itoa(prompt+completion) +
+		`,"prompt_tokens_details":{"cached_tokens":` + strconv.Itoa(cached) + `}}}`)
+}
+
+func completionText(text, finish string) string {
+	f := "null"
+	if finish != "" {
+		f = `"` + finish + `"`
+	}
+	return frame(`{"id":"cmpl-1","object":"text_completion","choices":[{"index":0,"text":` + text + `,"logprobs":null,"finish_reason":` + f + `}]}`)
+}
+
+func responsesDelta(typ, delta string) string {
+	return named(typ, `{"type":"`+typ+`","item_id":"msg_1","output_index":0,"content_index":0,"delta":`+delta+`,"sequence_number":3}`)
+}
+
+func responsesEnd(typ, status, extra string) string {
+	return named(typ, `{"type":"`+typ+`","sequence_number":9,"response":{"id":"resp_1","object":"response","status":"`+status+`"`+extra+
+		`,"usage":{"input_tokens":300,"input_tokens_details":{"cached_tokens":256},"output_tokens":42,"output_tokens_details":{"reasoning_tokens":0},"total_tokens":342}}}`)
+}
+
+const (
+	doneFrame        = "data: [DONE]\n\n"
+	roleOnly         = `{"role":"assistant","content":""}`
+	responsesCreated = "event: response.created\ndata: {\"type\":\"response.created\",\"sequence_number\":0,\"response\":{\"id\":\"resp_1\",\"status\":\"in_progress\",\"usage\":null}}\n\n"
+)
+
+type meterCase struct {
+	name      string
+	api       API
+	streaming bool
+	// chunks arrive one tick apart, the first at start + tick.
+	chunks []string
+	want   exporter.Observation
+	ended  bool
+}
+
+var meterCases = []meterCase{
+	{
+		name: "chat with include_usage", api: APIChatCompletions, streaming: true,
+		chunks: []string{chatDelta(roleOnly), chatDelta(`{"content":"Hel"}`), chatDelta(`{"content":"lo"}`), chatFinish("stop"), chatUsageChunk(120, 2, 64), doneFrame},
+		want:   exporter.Observation{FirstToken: true, TTFT: ms(20), LastToken: ms(30), OutputTokens: 2, PromptTokens: 120, CachedPromptTokens: 64, FinishReason: "stop"},
+		ended:  true,
+	},
+	{
+		name: "chat without usage counts output frames", api: APIChatCompletions, streaming: true,
+		chunks: []string{chatDelta(roleOnly), chatDelta(`{"content":"a"}`), chatDelta(`{"content":"b"}`), chatDelta(`{"content":"c"}`), chatFinish("length"), doneFrame},
+		want:   exporter.Observation{FirstToken: true, TTFT: ms(20), LastToken: ms(40), OutputTokens: 3, TokensEstimated: true, FinishReason: "length"},
+		ended:  true,
+	},
+	{
+		name: "role-only, empty, null and finish-only frames do not count", api: APIChatCompletions, streaming: true,
+		chunks: []string{chatDelta(`{"role":"assistant"}`), chatDelta(`{"content":""}`), chatDelta(`{"content":null,"reasoning_content":null,"tool_calls":[]}`), chatDelta(`{}`), chatDelta(`{"content":"x"}`), chatFinish("stop"), doneFrame},
+		want:   exporter.Observation{FirstToken: true, TTFT: ms(50), LastToken: ms(50), OutputTokens: 1, TokensEstimated: true, FinishReason: "stop"},
+		ended:  true,
+	},
+	{
+		name: "usage-only stream has no first token", api: APIChatCompletions, streaming: true,
+		chunks: []string{chatDelta(roleOnly), chatFinish("stop"), chatUsageChunk(10, 0, 0), doneFrame},
+		want:   exporter.Observation{PromptTokens: 10, FinishReason: "stop"},
+		ended:  true,
+	},
+	{
+		name: "reasoning counts as output", api: APIChatCompletions, streaming: true,
+		chunks: []string{chatDelta(roleOnly), chatDelta(`{"reasoning_content":"hmm"}`), chatDelta(`{"reasoning":"so"}`), chatDelta(`{"content":"ok"}`), doneFrame},
+		want:   exporter.Observation{FirstToken: true, TTFT: ms(20), LastToken: ms(40), OutputTokens: 3, TokensEstimated: true},
+		ended:  true,
+	},
+	{
+		name: "tool call deltas count as output", api: APIChatCompletions, streaming: true,
+		chunks: []string{
+			chatDelta(`{"role":"assistant","content":null}`),
+			chatDelta(`{"tool_calls":[{"index":0,"id":"call_1","type":"function","function":{"name":"get_weather","arguments":""}}]}`),
+			chatDelta(`{"tool_calls":[{"index":0,"function":{"arguments":"{\"city\":\"Oslo\"}"}}]}`),
+			chatFinish("tool_calls"), doneFrame,
+		},
+		want:  exporter.Observation{FirstToken: true, TTFT: ms(20), LastToken: ms(30), OutputTokens: 2, TokensEstimated: true, FinishReason: "tool_calls"},
+		ended: true,
+	},
+	{
+		name: "content in the finishing frame counts", api: APIChatCompletions, streaming: true,
+		chunks: []string{frame(`{"choices":[{"index":0,"delta":{"content":"end"},"finish_reason":"stop"}]}`), doneFrame},
+		want:   exporter.Observation{FirstToken: true, TTFT: ms(10), LastToken: ms(10), OutputTokens: 1, TokensEstimated: true, FinishReason: "stop"},
+		ended:  true,
+	},
+	{
+		name: "stream cut before done", api: APIChatCompletions, streaming: true,
+		chunks: []string{chatDelta(roleOnly), chatDelta(`{"content":"a"}`)},
+		want:   exporter.Observation{FirstToken: true, TTFT: ms(20), LastToken: ms(20), OutputTokens: 1, TokensEstimated: true},
+	},
+	{
+		name: "malformed frames are skipped", api: APIChatCompletions, streaming: true,
+		chunks: []string{
+			frame(`{"choices":[{"delta":{"content":"truncated"`),
+			frame(`not json`),
+			frame(`{"choices":[{"delta":{"content":tru}}]}`),
+			chatDelta(`{"content":"a"}`),
+			frame(`{"choices":"odd","usage":"odd"}`),
+			frame(`[1,2]`),
+			doneFrame,
+		},
+		want:  exporter.Observation{FirstToken: true, TTFT: ms(40), LastToken: ms(40), OutputTokens: 1, TokensEstimated: true},
+		ended: true,
+	},
+	{
+		name: "comments, CRLF and multi-line data", api: APIChatCompletions, streaming: true,
+		chunks: []string{
+			": keep-alive\r\n\r\n",
+			"data: {\"choices\":[{\"delta\":\r\ndata: {\"content\":\"a\"}}]}\r\n\r\n",
+			": ping\r\r",
+			"data: [DONE]\r\n\r\n",
+		},
+		want:  exporter.Observation{FirstToken: true, TTFT: ms(20), LastToken: ms(20), OutputTokens: 1, TokensEstimated: true},
+		ended: true,
+	},
+	{
+		name: "continuous usage keeps the last report", api: APIChatCompletions, streaming: true,
+		chunks: []string{
+			frame(`{"choices":[{"delta":{"content":"a"}}],"usage":{"prompt_tokens":5,"completion_tokens":1}}`),
+			frame(`{"choices":[{"delta":{"content":"b"}}],"usage":{"prompt_tokens":5,"completion_tokens":2,"prompt_tokens_details":null}}`),
+			doneFrame,
+		},
+		want:  exporter.Observation{FirstToken: true, TTFT: ms(10), LastToken: ms(20), OutputTokens: 2, PromptTokens: 5},
+		ended: true,
+	},
+	{
+		name: "escaped keys", api: APIChatCompletions, streaming: true,
+		chunks: []string{frame(`{"choices":[{"delta":{"\u0063ontent":"a"},"finish_\u0072eason":"st\u006fp"}]}`), doneFrame},
+		want:   exporter.Observation{FirstToken: true, TTFT: ms(10), LastToken: ms(10), OutputTokens: 1, TokensEstimated: true, FinishReason: "stop"},
+		ended:  true,
+	},
+	{
+		name: "completions text", api: APICompletions, streaming: true,
+		chunks: []string{completionText(`""`, ""), completionText(`"Once"`, ""), completionText(`" upon"`, ""), completionText(`""`, "length"),
+			frame(`{"id":"cmpl-1","object":"text_completion","choices":[],"usage":{"prompt_tokens":4,"completion_tokens":2,"total_tokens":6}}`), doneFrame},
+		want:  exporter.Observation{FirstToken: true, TTFT: ms(20), LastToken: ms(30), OutputTokens: 2, PromptTokens: 4, FinishReason: "length"},
+		ended: true,
+	},
+	{
+		name: "responses completed with usage", api: APIResponses, streaming: true,
+		chunks: []string{
+			responsesCreated,
+			named("response.output_item.added", `{"type":"response.output_item.added","output_index":0,"item":{"type":"message","content":[]}}`),
+			responsesDelta("response.output_text.delta", `""`),
+			responsesDelta("response.output_text.delta", `"Hi"`),
+			responsesDelta("response.output_text.delta", `" there"`),
+			named("response.output_text.done", `{"type":"response.output_text.done","text":"Hi there"}`),
+			responsesEnd("response.completed", "completed", ""),
+		},
+		want:  exporter.Observation{FirstToken: true, TTFT: ms(40), LastToken: ms(50), OutputTokens: 42, PromptTokens: 300, CachedPromptTokens: 256, FinishReason: "completed"},
+		ended: true,
+	},
+	{
+		name: "responses reasoning and function call deltas", api: APIResponses, streaming: true,
+		chunks: []string{
+			responsesCreated,
+			responsesDelta("response.reasoning_summary_text.delta", `"think"`),
+			responsesDelta("response.reasoning_text.delta", `"more"`),
+			responsesDelta("response.function_call_arguments.delta", `"{\"q\":1}"`),
+			named("response.function_call_arguments.done", `{"type":"response.function_call_arguments.done","arguments":"{\"q\":1}"}`),
+		},
+		want: exporter.Observation{FirstToken: true, TTFT: ms(20), LastToken: ms(40), OutputTokens: 3, TokensEstimated: true},
+	},
+	{
+		name: "responses incomplete", api: APIResponses, streaming: true,
+		chunks: []string{responsesDelta("response.output_text.delta", `"a"`), responsesEnd("response.incomplete", "incomplete", `,"incomplete_details":{"reason":"max_output_tokens"}`)},
+		want:   exporter.Observation{FirstToken: true, TTFT: ms(10), LastToken: ms(10), OutputTokens: 42, PromptTokens: 300, CachedPromptTokens: 256, FinishReason: "max_output_tokens"},
+		ended:  true,
+	},
+	{
+		name: "responses failed", api: APIResponses, streaming: true,
+		chunks: []string{responsesCreated, named("response.failed", `{"type":"response.failed","response":{"status":"failed","error":{"code":"server_error","message":"boom"},"usage":null}}`)},
+		want:   exporter.Observation{TokensEstimated: true, FinishReason: "failed"},
+		ended:  true,
+	},
+	{
+		name: "responses type from the event name when data has none", api: APIResponses, streaming: true,
+		chunks: []string{named("response.output_text.delta", `{"delta":"a"}`), named("response.completed", `{"response":{"usage":{"output_tokens":1}}}`)},
+		want:   exporter.Observation{FirstToken: true, TTFT: ms(10), LastToken: ms(10), OutputTokens: 1, FinishReason: "completed"},
+		ended:  true,
+	},
+	{
+		name: "responses type from data without event names", api: APIResponses, streaming: true,
+		chunks: []string{frame(`{"type":"response.output_text.delt\u0061","delta":"a"}`), frame(`{"type":"response.output_text.delta","delta":"b"}`), frame(`{"type":"error","message":"x"}`)},
+		want:   exporter.Observation{FirstToken: true, TTFT: ms(10), LastToken: ms(20), OutputTokens: 2, TokensEstimated: true},
+	},
+	{
+		name: "responses stream does not end on [DONE]", api: APIResponses, streaming: true,
+		chunks: []string{responsesDelta("response.output_text.delta", `"a"`), doneFrame},
+		want:   exporter.Observation{FirstToken: true, TTFT: ms(10), LastToken: ms(10), OutputTokens: 1, TokensEstimated: true},
+	},
+	{
+		name: "non-streaming chat", api: APIChatCompletions,
+		chunks: []string{`{"id":"c1","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant",`, `"content":"Hello"},"finish_reason":"stop"}],`,
+			`"usage":{"prompt_tokens":9,"completion_tokens":12,"total_tokens":21,"prompt_tokens_details":{"cached_tokens":8}}}` + "\n"},
+		want:  exporter.Observation{OutputTokens: 12, PromptTokens: 9, CachedPromptTokens: 8, FinishReason: "stop"},
+		ended: true,
+	},
+	{
+		name: "non-streaming without usage", api: APIChatCompletions,
+		chunks: []string{`{"choices":[{"message":{"content":null,"tool_calls":[{"id":"call_1"}]},"finish_reason":"tool_calls"}]}`},
+		want:   exporter.Observation{OutputTokens: 1, TokensEstimated: true, FinishReason: "tool_calls"},
+		ended:  true,
+	},
+	{
+		name: "non-streaming truncated", api: APIChatCompletions,
+		chunks: []string{`{"choices":[{"message":{"content":"Hello"},"finish_reason":"stop"}],"usage":{"completion_tokens":3`},
+		want:   exporter.Observation{TokensEstimated: true},
+	},
+	{
+		name: "non-streaming completions", api: APICompletions,
+		chunks: []string{`{"choices":[{"text":"Once","finish_reason":"length"}],"usage":{"prompt_tokens":2,"completion_tokens":16}}`},
+		want:   exporter.Observation{OutputTokens: 16, PromptTokens: 2, FinishReason: "length"},
+		ended:  true,
+	},
+	{
+		name: "non-streaming responses", api: APIResponses,
+		chunks: []string{`{"id":"resp_1","object":"response","status":"incomplete","incomplete_details":{"reason":"max_output_tokens"},"output":[{"type":"message"}],`,
+			`"usage":{"input_tokens":7,"input_tokens_details":{"cached_tokens":0},"output_tokens":5}}`},
+		want:  exporter.Observation{OutputTokens: 5, PromptTokens: 7, FinishReason: "max_output_tokens"},
+		ended: true,
+	},
+	{
+		name: "non-streaming error body", api: APIChatCompletions,
+		chunks: []string{`{"error":{"message":"model not found","type":"invalid_request_error"}}`},
+		want:   exporter.Observation{TokensEstimated: true},
+		ended:  true,
+	},
+	{
+		name: "no body", api: APIChatCompletions, streaming: true,
+		want: exporter.Observation{TokensEstimated: true},
+	},
+}
+
+func measure(api API, streaming bool, chunks []string, at func(i int) time.Time) (exporter.Observation, bool) {
+	m := NewMeter(api, start)
+	m.SetStreaming(streaming)
+	for i, c := range chunks {
+		m.Write(at(i), []byte(c))
+	}
+	return m.Observation(), m.Ended()
+}
+
+func TestMeter(t *testing.T) {
+	for _, tc := range meterCases {
+		t.Run(tc.name, func(t *testing.T) {
+			got, ended := measure(tc.api, tc.streaming, tc.chunks, func(i int) time.Time { return start.Add(time.Duration(i+1) * tick) })
+			if got != tc.want {
+				t.Errorf("Observation() = %+v\nwant            %+v", got, tc.want)
+			}
+			if ended != tc.ended {
+				t.Errorf("Ended() = %v, want %v", ended, tc.ended)
+			}
+		})
+	}
+}
+
+// TestMeterSplitAnywhere feeds each body in one piece, byte by byte and split
+// in two at every position, all at one instant: the results must not depend
+// on where the body was cut.
+func TestMeterSplitAnywhere(t *testing.T) {
+	at := func(int) time.Time { return start.Add(tick) }
+	for _, tc := range meterCases {
+		t.Run(tc.name, func(t *testing.T) {
+			body := []byte(strings.Join(tc.chunks, ""))
+			want, wantEnded := measure(tc.api, tc.streaming, []string{string(body)}, at)
+			if want.FirstToken != tc.want.FirstToken || want.OutputTokens != tc.want.OutputTokens || wantEnded != tc.ended {
+				t.Fatalf("in one piece: %+v, ended %v; want %+v, ended %v", want, wantEnded, tc.want, tc.ended)
+			}
+			for _, pieces := range splits(body) {
+				chunks := make([]string, len(pieces))
+				for i, p := range pieces {
+					chunks[i] = string(p)
+				}
+				got, ended := measure(tc.api, tc.streaming, chunks, at)
+				if got != want || ended != wantEnded {
+					t.Fatalf("fed as %q: %+v, ended %v; in one piece: %+v, ended %v", chunks, got, ended, want, wantEnded)
+				}
+			}
+		})
+	}
+}
+
+func TestMeterFrameTimeIsArrivalOfItsLastByte(t *testing.T) {
+	m := NewMeter(APIChatCompletions, start)
+	f := chatDelta(`{"content":"a"}`)
+	m.Write(start.Add(ms(5)), []byte(f[:20]))
+	m.Write(start.Add(ms(7)), []byte(f[20:len(f)-1]))
+	if m.Observation().FirstToken {
+		t.Fatal("first token before the frame ended")
+	}
+	m.Write(start.Add(ms(9)), []byte(f[len(f)-1:]))
+	if got := m.Observation(); !got.FirstToken || got.TTFT != ms(9) {
+		t.Fatalf("got %+v, want TTFT 9ms", got)
+	}
+}
+
+func TestMeterLargeDocument(t *testing.T) {
+	content := strings.Repeat("a", MaxDocumentBytes)
+	body := `{"choices":[{"message":{"content":"` + content + `\"}]"},"finish_reason":"stop"}],"usage":{"completion_tokens":3}}`
+	for _, tc := range []struct {
+		name  string
+		body  string
+		ended bool
+	}{
+		{"complete", body + "\n", true},
+		{"truncated", body[:len(body)-1], false},
+		{"trailing garbage", body + "x", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := NewMeter(APIChatCompletions, start)
+			m.SetStreaming(false)
+			for c := range slices.Chunk([]byte(tc.body), 64<<10) {
+				m.Write(start, c)
+			}
+			if m.Ended() != tc.ended {
+				t.Fatalf("Ended() = %v, want %v", m.Ended(), tc.ended)
+			}
+			if got := m.Observation(); got != (exporter.Observation{TokensEstimated: true}) {
+				t.Fatalf("Observation() = %+v, want nothing read", got)
+			}
+			if m.doc != nil {
+				t.Fatalf("meter keeps %d bytes of an oversized document", len(m.doc))
+			}
+		})
+	}
+}
+
+// TestMeterVirtualTime runs a stream the way the proxy does, stamping each
+// chunk with time.Now as it arrives, in a synctest bubble so the waits cost
+// nothing and the timings are exact.
+func TestMeterVirtualTime(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		chunks := make(chan string)
+		go func() {
+			defer close(chunks)
+			time.Sleep(50 * time.Millisecond)
+			chunks <- chatDelta(roleOnly)
+			time.Sleep(200 * time.Millisecond)
+			chunks <- chatDelta(`{"content":"a"}`)
+			for range 9 {
+				time.Sleep(20 * time.Millisecond)
+				chunks <- chatDelta(`{"content":"b"}`)
+			}
+			chunks <- chatUsageChunk(100, 10, 0) + doneFrame
+		}()
+		m := NewMeter(APIChatCompletions, time.Now())
+		for c := range chunks {
+			m.Write(time.Now(), []byte(c))
+		}
+		got := m.Observation()
+		itl, ok := got.InterTokenLatency()
+		if !m.Ended() || got.TTFT != ms(250) || got.LastToken != ms(430) || got.OutputTokens != 10 || !ok || itl != ms(20) {
+			t.Fatalf("got %+v, ended %v, inter-token latency %v", got, m.Ended(), itl)
+		}
+	})
+}
+
+func TestAPIForPath(t *testing.T) {
+	for _, tc := range []struct {
+		path string
+		api  API
+		ok   bool
+		name string
+	}{
+		{"/v1/chat/completions", APIChatCompletions, true, "chat_completions"},
+		{"/v1/completions", APICompletions, true, "completions"},
+		{"/v1/responses", APIResponses, true, "responses"},
+		{"/v1/embeddings", 0, false, "API(0)"},
+		{"/v1/chat/completions/", 0, false, "API(0)"},
+		{"", 0, false, "API(0)"},
+	} {
+		api, ok := APIForPath(tc.path)
+		if api != tc.api || ok != tc.ok || api.String() != tc.name {
+			t.Errorf("APIForPath(%q) = %v (%s), %v; want %v (%s), %v", tc.path, int(api), api, ok, int(tc.api), tc.name, tc.ok)
+		}
+	}
+}
