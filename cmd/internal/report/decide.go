@@ -2,8 +2,8 @@ package report
 
 import (
 	"fmt"
-	"math"
 	"maps"
+	"math"
 	"slices"
 	"strconv"
 	"strings"

@@ -103,7 +103,9 @@ func (h *histogram) reduce(schema int32) {
 
 type bucket struct{ lower, upper, count float64 }
 
-func (h *histogram) bound(i int) float64 { return math.Exp2(float64(i) * math.Exp2(-float64(h.schema))) }
+func (h *histogram) bound(i int) float64 {
+	return math.Exp2(float64(i) * math.Exp2(-float64(h.schema)))
+}
 
 // buckets lists the non-empty buckets in ascending order of value.
 func (h *histogram) buckets() []bucket {

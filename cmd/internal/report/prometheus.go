@@ -1,0 +1,220 @@
+package report
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"math"
+	"slices"
+	"time"
+
+	v1 "github.com/prometheus/client_golang/api/prometheus/v1"
+	"github.com/prometheus/common/model"
+
+	"github.com/kestrelops/tandem/exporter"
+)
+
+// FromPrometheus compares A and B on the increase of tandem's histograms and
+// counters over the window ending at end. Quantiles and their intervals are
+// read from native histogram buckets; the mix merges the class histograms
+// bucket by bucket, as PromQL's sum does.
+func FromPrometheus(ctx context.Context, api v1.API, window time.Duration, end time.Time, o Options) (*Report, error) {
+	if window <= 0 {
+		return nil, fmt.Errorf("window must be positive, got %s", window)
+	}
+	q := &querier{ctx: ctx, api: api, end: end, window: model.Duration(window).String()}
+	arms := fmt.Sprintf(`%s=~"%s|%s"`, exporter.LabelConfig, exporter.ConfigA, exporter.ConfigB)
+	byArm := exporter.LabelConfig + ", " + exporter.LabelClass
+	ttft := q.histograms(exporter.MetricTimeToFirstToken, arms, byArm)
+	itl := q.histograms(exporter.MetricInterTokenLatency, arms, byArm)
+	diffs := q.histograms(exporter.MetricTTFTDifference, "", exporter.LabelClass)
+	tokens := q.values(exporter.MetricOutputTokens, arms, byArm)
+	completed := q.values(exporter.MetricRequests, arms+fmt.Sprintf(`, %s="%s"`, exporter.LabelOutcome, exporter.OutcomeCompleted), byArm)
+	production := q.values(exporter.MetricRequests, fmt.Sprintf(`%s="%s"`, exporter.LabelConfig, exporter.ConfigProduction), exporter.LabelClass)
+	pairs := q.values(exporter.MetricPairs, "", exporter.LabelClass+", "+exporter.LabelResult)
+	mismatches := q.values(exporter.MetricPairOutputTokensMismatch, "", exporter.LabelClass)
+	skipped := q.values(exporter.MetricMirrorSkipped, fmt.Sprintf(`%s="%s"`, exporter.LabelReason, exporter.SkipOverloaded), "")
+	if q.err != nil {
+		return nil, q.err
+	}
+
+	classSet := map[string]bool{}
+	for _, m := range []map[key]float64{pairs, tokens, completed} {
+		for k := range m {
+			classSet[k.class] = true
+		}
+	}
+	for k := range ttft {
+		classSet[k.class] = true
+	}
+	if len(classSet) == 0 {
+		return nil, fmt.Errorf("no mirrored traffic in the %s before %s", q.window, end.Format(time.RFC3339))
+	}
+
+	ev := evidence{
+		source:       "prometheus",
+		window:       Window{Start: end.Add(-window), End: end},
+		skippedShare: math.NaN(),
+		warnings:     q.warnings,
+	}
+	mixed, mixedDiffs := classInput{name: MixedClass}, newHistogram()
+	mixedHist := [2][2]*histogram{{newHistogram(), newHistogram()}, {newHistogram(), newHistogram()}}
+	totalPairs := 0.0
+	for _, class := range classOrder(slices.Collect(maps.Keys(classSet))) {
+		in := classInput{name: class}
+		for side, config := range exporter.Arms {
+			k := key{config: config, class: class}
+			t, i := orEmpty(ttft[k]), orEmpty(itl[k])
+			in.arms[side] = armInput{
+				completed:    int(math.Round(completed[k])),
+				ttft:         t,
+				itl:          i,
+				speed:        reciprocal{i},
+				outputTokens: tokens[k],
+				seconds:      window.Seconds(),
+			}
+			mixedHist[side][0].add(t)
+			mixedHist[side][1].add(i)
+			mixed.arms[side].completed += in.arms[side].completed
+			mixed.arms[side].outputTokens += tokens[k]
+		}
+		in.pairs = PairCounts{
+			BothCompleted:   roundCount(pairs[key{class: class, result: exporter.PairBothCompleted}]),
+			AFailed:         roundCount(pairs[key{class: class, result: exporter.PairAFailed}]),
+			BFailed:         roundCount(pairs[key{class: class, result: exporter.PairBFailed}]),
+			BothFailed:      roundCount(pairs[key{class: class, result: exporter.PairBothFailed}]),
+			TokenMismatches: roundCount(mismatches[key{class: class}]),
+		}
+		d := orEmpty(diffs[key{class: class}])
+		in.diffs, in.bFaster = d, roundCount(d.below())
+		mixedDiffs.add(d)
+		mixed.pairs = addCounts(mixed.pairs, in.pairs)
+		totalPairs += float64(in.pairs.total())
+		ev.classes = append(ev.classes, in)
+	}
+	for side := range mixed.arms {
+		mixed.arms[side].ttft = mixedHist[side][0]
+		mixed.arms[side].itl = mixedHist[side][1]
+		mixed.arms[side].speed = reciprocal{mixedHist[side][1]}
+		mixed.arms[side].seconds = window.Seconds()
+	}
+	mixed.diffs, mixed.bFaster = mixedDiffs, roundCount(mixedDiffs.below())
+	ev.mixed = mixed
+
+	if s := skipped[key{}]; s+totalPairs > 0 {
+		ev.skippedShare = s / (s + totalPairs)
+	}
+	for k, v := range production {
+		if v > 0 {
+			if ev.production == nil {
+				ev.production = map[string]float64{}
+			}
+			ev.production[k.class] = v
+		}
+	}
+	ev.definitions = []string{
+		"TTFT: from tandem handing the request to the upstream to the first frame carrying output.",
+		fmt.Sprintf("Source: increase() of tandem's native histograms and counters over the %s window ending %s.", q.window, end.UTC().Format(time.RFC3339)),
+		"Quantiles: interpolated within the native histogram bucket that holds the rank, as histogram_quantile does; 95% intervals from order statistics (binomial), widened to bucket bounds.",
+		"Mix: class histograms merged bucket by bucket, as PromQL's sum does.",
+		"System output rate: increase of " + exporter.MetricOutputTokens + " over the window divided by the window.",
+		"Per-request output speed p50: 1 / inter-token latency p50 (" + exporter.MetricInterTokenLatency + "), a monotonic transform of the same per-request quantity.",
+		"TTFT p95 difference: B - A; its interval subtracts each arm's 97.5% interval, so it covers with at least 95%.",
+		"Paired: " + exporter.MetricTTFTDifference + "; B faster is the share of pairs in buckets below zero (the zero bucket holds ties); Wilson 95% interval.",
+	}
+	return build(ev, o), nil
+}
+
+// key identifies one series of a query result by the labels it is grouped by.
+type key struct{ config, class, result string }
+
+func keyOf(m model.Metric) key {
+	return key{
+		config: string(m[exporter.LabelConfig]),
+		class:  string(m[exporter.LabelClass]),
+		result: string(m[exporter.LabelResult]),
+	}
+}
+
+// querier runs instant queries of increase() over the window and keeps the
+// first error.
+type querier struct {
+	ctx      context.Context
+	api      v1.API
+	end      time.Time
+	window   string
+	err      error
+	warnings []string
+}
+
+func (q *querier) vector(metric, matchers, by string) model.Vector {
+	if q.err != nil {
+		return nil
+	}
+	selector := metric
+	if matchers != "" {
+		selector += "{" + matchers + "}"
+	}
+	expr := fmt.Sprintf("sum(increase(%s[%s]))", selector, q.window)
+	if by != "" {
+		expr = fmt.Sprintf("sum by (%s) (increase(%s[%s]))", by, selector, q.window)
+	}
+	v, warnings, _, err := q.api.Query(q.ctx, expr, q.end)
+	for _, w := range warnings {
+		q.warnings = append(q.warnings, "prometheus: "+w)
+	}
+	if err != nil {
+		q.err = fmt.Errorf("query %s: %w", expr, err)
+		return nil
+	}
+	vec, ok := v.(model.Vector)
+	if !ok {
+		q.err = fmt.Errorf("query %s: got %s, want a vector", expr, v.Type())
+	}
+	return vec
+}
+
+func (q *querier) values(metric, matchers, by string) map[key]float64 {
+	out := map[key]float64{}
+	for _, s := range q.vector(metric, matchers, by) {
+		if s.Histogram == nil {
+			out[keyOf(s.Metric)] += float64(s.Value)
+		}
+	}
+	return out
+}
+
+func (q *querier) histograms(metric, matchers, by string) map[key]*histogram {
+	out := map[key]*histogram{}
+	for _, s := range q.vector(metric, matchers, by) {
+		if s.Histogram == nil || q.err != nil {
+			continue
+		}
+		h, err := fromSampleHistogram(s.Histogram)
+		if err != nil {
+			q.err = fmt.Errorf("%s%s: %w", metric, s.Metric, err)
+			return nil
+		}
+		out[keyOf(s.Metric)] = h
+	}
+	return out
+}
+
+func orEmpty(h *histogram) *histogram {
+	if h == nil {
+		return newHistogram()
+	}
+	return h
+}
+
+func roundCount(x float64) int { return int(math.Round(x)) }
+
+func addCounts(a, b PairCounts) PairCounts {
+	return PairCounts{
+		BothCompleted:   a.BothCompleted + b.BothCompleted,
+		AFailed:         a.AFailed + b.AFailed,
+		BFailed:         a.BFailed + b.BFailed,
+		BothFailed:      a.BothFailed + b.BothFailed,
+		TokenMismatches: a.TokenMismatches + b.TokenMismatches,
+	}
+}
