@@ -3,6 +3,7 @@ package classify
 import (
 	"bytes"
 	"encoding/binary"
+	"encoding/json"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -23,16 +24,22 @@ func newFakeClock() *fakeClock { return &fakeClock{t: time.Date(2026, 1, 1, 0, 0
 
 func chatBody(t testing.TB, messages ...[2]string) []byte {
 	t.Helper()
-	var b strings.Builder
-	b.WriteString(`{"model":"m","messages":[`)
-	for i, m := range messages {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		fmt.Fprintf(&b, `{"role":%q,"content":%q}`, m[0], m[1])
+	type message struct {
+		Role    string `json:"role"`
+		Content string `json:"content"`
 	}
-	b.WriteString(`]}`)
-	return []byte(b.String())
+	body := struct {
+		Model    string    `json:"model"`
+		Messages []message `json:"messages"`
+	}{Model: "m"}
+	for _, m := range messages {
+		body.Messages = append(body.Messages, message{m[0], m[1]})
+	}
+	b, err := json.Marshal(body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
 
 func mustParse(t testing.TB, body []byte) Prompt {
