@@ -143,6 +143,9 @@ func compare(in classInput, o Options) Class {
 		return c
 	}
 	c.TTFTP95Verdict = direction(c.TTFTP95DifferenceCISeconds, Faster, Slower)
+	if c.TTFTP95Verdict != InsufficientData && small(c.Arms[exporter.ConfigA].TTFTP95Seconds, c.Arms[exporter.ConfigB].TTFTP95Seconds, o.MinEffect) {
+		c.TTFTP95Verdict = NoDifference
+	}
 	if !c.TokenParity {
 		c.Withheld = fmt.Sprintf("output token counts differ in %d of %d pairs, so output rate and per-request speed are not compared like for like", p.TokenMismatches, p.BothCompleted)
 		return c
@@ -157,7 +160,15 @@ func compare(in classInput, o Options) Class {
 		c.OutputRateVerdict, c.OutputRateCase = Lower, "b_fell_behind"
 	}
 	c.PerRequestSpeedVerdict = direction(difference(a.speed, b.speed, 0.5), Lower, Higher)
+	if c.PerRequestSpeedVerdict != InsufficientData && small(c.Arms[exporter.ConfigA].PerRequestOutputTokensPerSecondP50, c.Arms[exporter.ConfigB].PerRequestOutputTokensPerSecondP50, o.MinEffect) {
+		c.PerRequestSpeedVerdict = NoDifference
+	}
 	return c
+}
+
+// small reports whether b differs from a by less than the relative effect.
+func small(a, b Float, effect float64) bool {
+	return math.Abs(float64(b-a)) < effect*math.Abs(float64(a))
 }
 
 func arm(in armInput) Arm {

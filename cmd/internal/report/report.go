@@ -38,6 +38,10 @@ type Options struct {
 	// RateTolerance is the relative difference of output rates within which
 	// they tie.
 	RateTolerance float64
+	// MinEffect is the relative difference of a TTFT p95 or per-request
+	// speed p50 below which B and A show no difference, however narrow the
+	// interval.
+	MinEffect float64
 	// ParityTolerance is the share of pairs in which only one arm completed,
 	// and separately the share of completed pairs with different output
 	// token counts, above which the comparison is not like for like.
@@ -53,7 +57,7 @@ type Options struct {
 
 // DefaultOptions are the thresholds used unless told otherwise.
 func DefaultOptions() Options {
-	return Options{MinPairs: 200, RateTolerance: 0.02, ParityTolerance: 0.01, MixTolerance: 0.10, SkipTolerance: 0.01}
+	return Options{MinPairs: 200, RateTolerance: 0.02, MinEffect: 0.02, ParityTolerance: 0.01, MixTolerance: 0.10, SkipTolerance: 0.01}
 }
 
 // Report is what the evidence supports. Its JSON form is stable.
