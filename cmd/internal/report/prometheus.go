@@ -38,16 +38,14 @@ func FromPrometheus(ctx context.Context, api v1.API, window time.Duration, end t
 		return nil, q.err
 	}
 
-	classSet := map[string]bool{}
-	for _, m := range []map[key]float64{pairs, tokens, completed} {
-		for k := range m {
+	classSet, seen := map[string]bool{}, 0.0
+	for _, m := range []map[key]float64{pairs, completed} {
+		for k, v := range m {
 			classSet[k.class] = true
+			seen += v
 		}
 	}
-	for k := range ttft {
-		classSet[k.class] = true
-	}
-	if len(classSet) == 0 {
+	if seen == 0 {
 		return nil, fmt.Errorf("no mirrored traffic in the %s before %s", q.window, end.Format(time.RFC3339))
 	}
 
