@@ -48,7 +48,9 @@ func (r *Report) decide(ev evidence, o Options, mirrored map[string]float64) {
 			r.change = append(r.change, "Production traffic measured alongside the mirrored traffic, to check that the mirrored class mix is production's.")
 		}
 	}
-	if s := float64(r.Validity.SkippedShare); !math.IsNaN(s) {
+	if s := float64(r.Validity.SkippedShare); math.IsNaN(s) {
+		r.because = append(r.because, "Overload skips are not in per-request records; the Prometheus source reports their share.")
+	} else {
 		r.because = append(r.because, fmt.Sprintf("%s of sampled requests were skipped because an arm was at its in-flight limit.", percent(s)))
 		if s > o.SkipTolerance {
 			r.change = append(r.change, "Fewer overload skips (a higher in-flight limit or a lower sample rate), so the arms see the sampled load.")

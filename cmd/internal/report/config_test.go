@@ -1,0 +1,119 @@
+package report
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kestrelops/tandem/proxy/record"
+)
+
+func parseFlags(t *testing.T, args ...string) Config {
+	t.Helper()
+	var c Config
+	fs := flag.NewFlagSet("report", flag.ContinueOnError)
+	c.RegisterFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func TestFlags(t *testing.T) {
+	c := parseFlags(t)
+	if c.Window != 30*time.Minute || c.Format != "text" || c.MinPairs != 200 || c.FailOnRegression {
+		t.Errorf("defaults = %+v", c)
+	}
+	c = parseFlags(t, "--records", "a.jsonl,b.jsonl", "--records", "c.jsonl", "--format", "json", "--min-pairs", "50", "--fail-on-regression")
+	if !slices.Equal(c.Records, []string{"a.jsonl", "b.jsonl", "c.jsonl"}) || c.Format != "json" || c.MinPairs != 50 || !c.FailOnRegression {
+		t.Errorf("parsed = %+v", c)
+	}
+}
+
+func TestValidate(t *testing.T) {
+	valid := Config{Prometheus: "http://localhost:9090", Window: time.Hour, Format: "text", MinPairs: 200}
+	if err := valid.Validate(); err != nil {
+		t.Fatalf("valid config: %v", err)
+	}
+	for _, tc := range []struct {
+		edit func(*Config)
+		want string
+	}{
+		{func(c *Config) { c.Prometheus = "" }, "--prometheus or --records: one source is required"},
+		{func(c *Config) { c.Records = []string{"r.jsonl"} }, "--prometheus and --records: choose one source"},
+		{func(c *Config) { c.Prometheus = "localhost:9090" }, `--prometheus: "localhost:9090" is not an http or https URL`},
+		{func(c *Config) { c.Window = 0 }, "--window: must be positive, got 0s"},
+		{func(c *Config) { c.End = "yesterday" }, `--end: "yesterday" is neither RFC 3339 nor Unix seconds`},
+		{func(c *Config) { c.Prometheus, c.Records, c.End = "", []string{"r.jsonl"}, "1700000000" }, "--end: applies to --prometheus only"},
+		{func(c *Config) { c.Format = "xml" }, `--format: "xml" is not one of text, markdown, json`},
+		{func(c *Config) { c.MinPairs = 0 }, "--min-pairs: must be at least 1, got 0"},
+	} {
+		c := valid
+		tc.edit(&c)
+		if err := c.Validate(); err == nil || err.Error() != tc.want {
+			t.Errorf("Validate() = %v, want %q", err, tc.want)
+		}
+	}
+}
+
+func writeRecords(t *testing.T, recs []record.Record) string {
+	t.Helper()
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	for _, r := range recs {
+		if err := enc.Encode(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	path := filepath.Join(t.TempDir(), "records.jsonl")
+	if err := os.WriteFile(path, b.Bytes(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func TestRun(t *testing.T) {
+	path := writeRecords(t, seedRecords())
+	_, promURL := fakePrometheus(t, seedPrometheus())
+	end := strconv.FormatInt(promEnd.Unix(), 10)
+	for _, tc := range []struct {
+		name     string
+		args     []string
+		wantCode int
+		wantErr  string
+		wantOut  string
+	}{
+		{"records text", []string{"--records", path}, ExitOK, "", "fresh: B raised the system output rate"},
+		{"records json gated", []string{"--records", path, "--format", "json", "--fail-on-regression"}, ExitRegression, ErrRegressed.Error(), `"ttft_p95_verdict": "slower"`},
+		{"records markdown, no class has enough pairs", []string{"--records", path, "--format", "markdown", "--min-pairs", "1000", "--fail-on-regression"}, ExitOK, "", "## Decision"},
+		{"prometheus gated", []string{"--prometheus", promURL, "--end", end, "--fail-on-regression"}, ExitRegression, ErrRegressed.Error(), "tandem report from prometheus"},
+		{"invalid", []string{"--format", "xml", "--records", path}, ExitUsage, `--format: "xml" is not one of text, markdown, json`, ""},
+		{"missing file", []string{"--records", filepath.Join(t.TempDir(), "none.jsonl")}, ExitError, "no such file", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var out bytes.Buffer
+			code, err := Run(context.Background(), parseFlags(t, tc.args...), &out)
+			if code != tc.wantCode {
+				t.Errorf("exit code = %d, want %d (err %v)", code, tc.wantCode, err)
+			}
+			if (err == nil) != (tc.wantErr == "") || (err != nil && !strings.Contains(err.Error(), tc.wantErr)) {
+				t.Errorf("err = %v, want %q", err, tc.wantErr)
+			}
+			if tc.wantCode == ExitRegression && !errors.Is(err, ErrRegressed) {
+				t.Errorf("err = %v, want ErrRegressed", err)
+			}
+			if !strings.Contains(out.String(), tc.wantOut) {
+				t.Errorf("output does not contain %q:\n%s", tc.wantOut, out.String())
+			}
+		})
+	}
+}
