@@ -22,6 +22,7 @@ type sequence struct {
 	tokens chan struct{}
 	// cachedTokens is set before the first token is sent.
 	cachedTokens int
+	readyAt      time.Time
 	emitted      int
 }
 
@@ -37,17 +38,26 @@ func newSequence(ctx context.Context, prompt []string, outputTokens, blockSize i
 
 func (s *sequence) canceled() bool { return s.ctx.Err() != nil }
 
-// engine is the continuous-batching scheduler. One goroutine runs steps; a
-// step first prefills every sequence admitted into it, then runs one decode
-// pass in which every running sequence emits one token. A step lasts
-// sum(prefill of admitted) + StepBase + StepPerSeq × running, so a prefill
-// delays the step for the whole batch, as without chunked prefill.
+// engine is the continuous-batching scheduler. A request waits, first in
+// first out, until fewer than MaxNumSeqs sequences are admitted. On
+// admission its prefill starts at once and runs on its own, in parallel with
+// decode steps and other prefills (as chunked prefill overlapping perfectly
+// would): it lasts PrefillOverhead + PrefillPerToken × uncached prompt
+// tokens. One goroutine runs decode steps back to back while any sequence
+// is prefilled; a step lasts StepBase + StepPerSeq × sequences in it and
+// gives each of them one token at its end. A sequence joins the first step
+// that starts after its prefill ends, so its first token arrives after its
+// queue wait, its prefill, the rest of the step in progress and one step.
 type engine struct {
 	p     Params
 	cache *prefixCache
 
 	mu      sync.Mutex
 	waiting []*sequence
+
+	// Owned by the scheduler goroutine.
+	admitted int
+	prefill  []*sequence
 
 	wake chan struct{}
 	stop chan struct{}
@@ -66,7 +76,7 @@ func newEngine(p Params) *engine {
 	return e
 }
 
-// submit queues s; it waits, first in first out, until a slot is free.
+// submit queues s.
 func (e *engine) submit(s *sequence) {
 	e.mu.Lock()
 	e.waiting = append(e.waiting, s)
@@ -84,54 +94,100 @@ func (e *engine) close() {
 
 func (e *engine) run() {
 	defer close(e.done)
-	var running []*sequence
+	var batch []*sequence
 	for {
-		running = slices.DeleteFunc(running, (*sequence).canceled)
-		var prefill time.Duration
-		running, prefill = e.admit(running)
-		if len(running) == 0 {
-			select {
-			case <-e.wake:
-				continue
-			case <-e.stop:
+		e.admitted -= len(batch)
+		batch = slices.DeleteFunc(batch, (*sequence).canceled)
+		e.admitted += len(batch)
+		e.admit()
+		batch = append(batch, e.ready()...)
+		if len(batch) == 0 {
+			if !e.waitUntil(e.nextReady(), true) {
 				return
 			}
+			continue
 		}
-		step := prefill + e.p.StepBase + time.Duration(len(running))*e.p.StepPerSeq
-		if !e.sleep(step) {
+		step := e.p.StepBase + time.Duration(len(batch))*e.p.StepPerSeq
+		if !e.waitUntil(time.Now().Add(step), false) {
 			return
 		}
-		running = slices.DeleteFunc(running, emit)
+		e.admitted -= len(batch)
+		batch = slices.DeleteFunc(batch, emit)
+		e.admitted += len(batch)
 	}
 }
 
-// admit moves waiting sequences into the batch while it has room, looks up
-// and fills the prefix cache for them, and returns their prefill time.
-func (e *engine) admit(running []*sequence) ([]*sequence, time.Duration) {
+// admit starts the prefill of waiting sequences while there is room, looking
+// up and filling the prefix cache for them.
+func (e *engine) admit() {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.waiting = slices.DeleteFunc(e.waiting, (*sequence).canceled)
-	var prefill time.Duration
-	for len(e.waiting) > 0 && len(running) < e.p.MaxNumSeqs {
+	now := time.Now()
+	for len(e.waiting) > 0 && e.admitted < e.p.MaxNumSeqs {
 		s := e.waiting[0]
 		e.waiting[0] = nil
 		e.waiting = e.waiting[1:]
 		s.cachedTokens = e.cache.match(s.blocks) * e.p.BlockSize
 		e.cache.insert(s.blocks)
-		prefill += e.p.PrefillOverhead + time.Duration(s.promptTokens-s.cachedTokens)*e.p.PrefillPerToken
-		running = append(running, s)
+		s.readyAt = now.Add(e.p.PrefillOverhead + time.Duration(s.promptTokens-s.cachedTokens)*e.p.PrefillPerToken)
+		e.prefill = append(e.prefill, s)
+		e.admitted++
 	}
-	return running, prefill
 }
 
-func (e *engine) sleep(d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-e.stop:
+// ready removes and returns the sequences whose prefill has ended, and
+// forgets canceled ones.
+func (e *engine) ready() []*sequence {
+	now := time.Now()
+	var out []*sequence
+	e.prefill = slices.DeleteFunc(e.prefill, func(s *sequence) bool {
+		switch {
+		case s.canceled():
+			e.admitted--
+			return true
+		case !s.readyAt.After(now):
+			out = append(out, s)
+			return true
+		}
 		return false
+	})
+	return out
+}
+
+// nextReady is when the next prefill ends; zero when none runs.
+func (e *engine) nextReady() time.Time {
+	var t time.Time
+	for _, s := range e.prefill {
+		if t.IsZero() || s.readyAt.Before(t) {
+			t = s.readyAt
+		}
+	}
+	return t
+}
+
+// waitUntil sleeps until t (forever when t is zero), admitting sequences
+// as they arrive, and returning early after admitting when onArrival is set.
+// It reports false when the engine stops.
+func (e *engine) waitUntil(t time.Time, onArrival bool) bool {
+	var timeout <-chan time.Time
+	if !t.IsZero() {
+		timer := time.NewTimer(time.Until(t))
+		defer timer.Stop()
+		timeout = timer.C
+	}
+	for {
+		select {
+		case <-timeout:
+			return true
+		case <-e.wake:
+			e.admit()
+			if onArrival {
+				return true
+			}
+		case <-e.stop:
+			return false
+		}
 	}
 }
 

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -137,6 +138,17 @@ func (s sse) send(event string, v any) {
 	s.rc.Flush()
 }
 
+// raw writes one data frame made of a JSON prefix, a string value and a
+// JSON suffix.
+func (s sse) raw(prefix []byte, value string, suffix []byte) {
+	b, _ := json.Marshal(value)
+	buf := make([]byte, 0, len("data: \n\n")+len(prefix)+len(b)+len(suffix))
+	buf = append(buf, "data: "...)
+	buf = append(append(append(buf, prefix...), b...), suffix...)
+	s.w.Write(append(buf, "\n\n"...))
+	s.rc.Flush()
+}
+
 func (s sse) done() {
 	fmt.Fprint(s.w, "data: [DONE]\n\n")
 	s.rc.Flush()
@@ -166,6 +178,7 @@ func (r *response) stream(w http.ResponseWriter, req *http.Request) {
 		out.send(kind, fields)
 	}
 	itemID := fmt.Sprintf("msg_sim%d", r.id)
+	deltaFrame := r.deltaFrame(chunk)
 	switch r.g.api {
 	case apiChat:
 		out.send("", chunk(map[string]any{"index": 0, "delta": map[string]any{"role": "assistant"}, "logprobs": nil, "finish_reason": nil}))
@@ -179,14 +192,11 @@ func (r *response) stream(w http.ResponseWriter, req *http.Request) {
 		if r.g.cut && i == len(r.words)/2 {
 			panic(http.ErrAbortHandler)
 		}
-		switch r.g.api {
-		case apiChat:
-			out.send("", chunk(map[string]any{"index": 0, "delta": map[string]any{"content": r.delta(i)}, "logprobs": nil, "finish_reason": nil}))
-		case apiCompletions:
-			out.send("", chunk(map[string]any{"index": 0, "text": r.delta(i), "logprobs": nil, "finish_reason": nil}))
-		case apiResponses:
+		if r.g.api == apiResponses {
 			event("response.output_text.delta", map[string]any{"item_id": itemID, "output_index": 0, "content_index": 0, "delta": r.delta(i)})
+			continue
 		}
+		out.raw(deltaFrame.prefix, r.delta(i), deltaFrame.suffix)
 	}
 	switch r.g.api {
 	case apiChat:
@@ -204,4 +214,23 @@ func (r *response) stream(w http.ResponseWriter, req *http.Request) {
 		out.send("", c)
 	}
 	out.done()
+}
+
+// frameTemplate is a chunk's JSON split around its text value, so that
+// each token's frame is not built and encoded from scratch.
+type frameTemplate struct{ prefix, suffix []byte }
+
+const placeholder = "\x00text\x00"
+
+func (r *response) deltaFrame(chunk func(map[string]any) map[string]any) frameTemplate {
+	choice := map[string]any{"index": 0, "logprobs": nil, "finish_reason": nil}
+	if r.g.api == apiChat {
+		choice["delta"] = map[string]any{"content": placeholder}
+	} else {
+		choice["text"] = placeholder
+	}
+	b, _ := json.Marshal(chunk(choice))
+	quoted, _ := json.Marshal(placeholder)
+	prefix, suffix, _ := bytes.Cut(b, quoted)
+	return frameTemplate{prefix: prefix, suffix: suffix}
 }

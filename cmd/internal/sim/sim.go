@@ -13,14 +13,15 @@
 // drawn from a lognormal distribution with mean Params.OutputMean.
 //
 // The time model: a request waits first in first out until fewer than
-// MaxNumSeqs sequences are running. The scheduler then runs steps. A step
-// prefills every sequence admitted into it (PrefillOverhead plus
-// PrefillPerToken for each prompt token not found in the prefix cache), then
-// runs one decode pass that gives every running sequence one token. The step
-// lasts the sum of those prefills plus StepBase plus StepPerSeq for each
-// running sequence. A new sequence's first token therefore arrives after its
-// queue wait, the rest of the step in progress and its own step, and its
-// prefill delays everyone in that step.
+// MaxNumSeqs sequences are admitted. On admission its prefill starts and
+// runs on its own, in parallel with decoding and with other prefills (as if
+// chunked prefill overlapped perfectly): PrefillOverhead plus
+// PrefillPerToken for each prompt token not found in the prefix cache. One
+// scheduler loop runs decode steps back to back; a step lasts StepBase plus
+// StepPerSeq for each sequence in it and gives each of them one token at its
+// end. A sequence joins the first step that starts after its prefill ends,
+// so its first token arrives after its queue wait, its prefill, the rest of
+// the step in progress and one step; a larger batch slows every step.
 //
 // The prefix cache holds chained hashes of BlockSize-token blocks, up to
 // PrefixCacheBlocks blocks, evicting the least recently used; a prompt's
@@ -82,8 +83,8 @@ func Profiles() map[string]Params {
 		Model:             "tandem-sim",
 		PrefillOverhead:   8 * time.Millisecond,
 		PrefillPerToken:   40 * time.Microsecond,
-		StepBase:          15 * time.Millisecond,
-		StepPerSeq:        100 * time.Microsecond,
+		StepBase:          25 * time.Millisecond,
+		StepPerSeq:        150 * time.Microsecond,
 		MaxNumSeqs:        128,
 		PrefixCacheBlocks: 8192,
 		BlockSize:         16,
@@ -92,15 +93,15 @@ func Profiles() map[string]Params {
 	}
 	a := base
 	a.PrefillOverhead = 10 * time.Millisecond
-	a.PrefillPerToken = 30 * time.Microsecond
+	a.PrefillPerToken = 60 * time.Microsecond
 	a.PrefixCacheBlocks = 0
-	a.StepBase = 20 * time.Millisecond
-	a.StepPerSeq = 140 * time.Microsecond
+	a.StepBase = 35 * time.Millisecond
+	a.StepPerSeq = 200 * time.Microsecond
 	b := base
 	b.PrefillOverhead = 10 * time.Millisecond
-	b.PrefillPerToken = 90 * time.Microsecond
-	b.StepBase = 12 * time.Millisecond
-	b.StepPerSeq = 80 * time.Microsecond
+	b.PrefillPerToken = 130 * time.Microsecond
+	b.StepBase = 22 * time.Millisecond
+	b.StepPerSeq = 120 * time.Microsecond
 	return map[string]Params{"production": base, "a": a, "b": b}
 }
 
