@@ -1,0 +1,61 @@
+package dashboards
+
+import (
+	"fmt"
+
+	"github.com/grafana/grafana-foundation-sdk/go/prometheus"
+	"github.com/grafana/grafana-foundation-sdk/go/timeseries"
+	"github.com/grafana/grafana-foundation-sdk/go/units"
+
+	"github.com/kestrelops/tandem/exporter"
+)
+
+// production is the dashboard of the production path.
+func production(cfg Config) (Dashboard, error) {
+	model, err := newDashboard(cfg, UIDProduction, "tandem: production",
+		"Production traffic through tandem, per workload class.").
+		WithPanel(productionTTFT()).
+		WithPanel(productionRequests()).
+		WithPanel(productionErrors()).
+		WithPanel(productionOutputRate()).
+		Build()
+	if err != nil {
+		return Dashboard{}, fmt.Errorf("dashboard %s: %w", UIDProduction, err)
+	}
+	return Dashboard{Model: model}, nil
+}
+
+func productionTTFT() *timeseries.PanelBuilder {
+	var targets []*prometheus.DataqueryBuilder
+	for _, q := range ttftQuantiles {
+		targets = append(targets, query(
+			quantile(q, configClass, exporter.MetricTimeToFirstToken, productionConfig, selectedClasses),
+			"{{class}} "+percentile(q)))
+	}
+	return timeseriesPanel("Production TTFT p50 / p95 / p99 by class",
+		"Time to first token of completed production requests, from tandem handing the request over to the first frame carrying output; quantiles of each class's native histogram over the rate window.",
+		units.Seconds, targets...)
+}
+
+func productionRequests() *timeseries.PanelBuilder {
+	return timeseriesPanel("Production request rate by class",
+		"Production requests per second, all outcomes.",
+		units.RequestsPerSecond,
+		query(sumBy(by(exporter.LabelClass), rate(exporter.MetricRequests, productionConfig, selectedClasses)), "{{class}}"))
+}
+
+func productionErrors() *timeseries.PanelBuilder {
+	failed := in(exporter.LabelOutcome, exporter.OutcomeError, exporter.OutcomeIncomplete)
+	return timeseriesPanel("Production error share by class",
+		"Share of production requests that failed: error (non-2xx or transport failure) or incomplete (stream cut before its end). Requests the client canceled are not errors.",
+		units.PercentUnit,
+		query(sumBy(by(exporter.LabelClass), rate(exporter.MetricRequests, productionConfig, selectedClasses, failed))+
+			" / "+sumBy(by(exporter.LabelClass), rate(exporter.MetricRequests, productionConfig, selectedClasses)), "{{class}}"))
+}
+
+func productionOutputRate() *timeseries.PanelBuilder {
+	return timeseriesPanel("Production output rate by class",
+		"Output tokens of completed production requests per second, summed over all streams.",
+		unitTokensPerSecond,
+		query(sumBy(by(exporter.LabelClass), rate(exporter.MetricOutputTokens, productionConfig, selectedClasses)), "{{class}}"))
+}
