@@ -187,6 +187,7 @@ func arm(in armInput) Arm {
 	return Arm{
 		Completed:                            in.completed,
 		TTFTP50Seconds:                       q(in.ttft, 0.5),
+		TTFTP50CISeconds:                     ci(in.ttft, 0.5),
 		TTFTP95Seconds:                       q(in.ttft, 0.95),
 		TTFTP95CISeconds:                     ci(in.ttft, 0.95),
 		TTFTP99Seconds:                       q(in.ttft, 0.99),

@@ -138,6 +138,12 @@ func TestSeedQuestion(t *testing.T) {
 	if j.Mixed.Class != MixedClass || j.Mixed.TTFTVerdict != InsufficientData || j.Mixed.RateVerdict != InsufficientData || j.Mixed.SpeedVerdict != InsufficientData {
 		t.Errorf("mixed = %+v, want no claim for all traffic", j.Mixed)
 	}
+	for side, config := range exporter.Arms {
+		merged := newSamples(append(samplesOf(seedFresh.records(nil), side), samplesOf(seedRepeated.records(nil), side)...))
+		if got, want := float64(r.Mixed.Arms[config].TTFTP95Seconds), merged[759]; got != want {
+			t.Errorf("mixed %s TTFT p95 = %g, want the 760th of 800 merged timings, %g", config, got, want)
+		}
+	}
 	if !j.Validity.CompletedParity || !j.Validity.TokenParity {
 		t.Errorf("validity = %+v, want both parities to hold", j.Validity)
 	}

@@ -109,6 +109,7 @@ type Class struct {
 type Arm struct {
 	Completed                            int      `json:"completed"`
 	TTFTP50Seconds                       Float    `json:"ttft_p50_seconds"`
+	TTFTP50CISeconds                     Interval `json:"ttft_p50_ci_seconds"`
 	TTFTP95Seconds                       Float    `json:"ttft_p95_seconds"`
 	TTFTP95CISeconds                     Interval `json:"ttft_p95_ci_seconds"`
 	TTFTP99Seconds                       Float    `json:"ttft_p99_seconds"`

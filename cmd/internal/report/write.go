@@ -118,7 +118,7 @@ func tableRows(c Class) [][]string {
 	diffCI := c.TTFTP95DifferenceCISeconds
 	return [][]string{
 		{"completed", strconv.Itoa(a.Completed), strconv.Itoa(b.Completed), "", ""},
-		{"TTFT p50", seconds(float64(a.TTFTP50Seconds)), seconds(float64(b.TTFTP50Seconds)), "", ""},
+		{"TTFT p50 [95% CI]", withCI(a.TTFTP50Seconds, a.TTFTP50CISeconds), withCI(b.TTFTP50Seconds, b.TTFTP50CISeconds), "", ""},
 		{"TTFT p95 [95% CI]", withCI(a.TTFTP95Seconds, a.TTFTP95CISeconds), withCI(b.TTFTP95Seconds, b.TTFTP95CISeconds),
 			fmt.Sprintf("%s [%s, %s]", signedSeconds(float64(c.TTFTP95DifferenceSeconds)), signedSeconds(diffCI[0]), signedSeconds(diffCI[1])), c.TTFTP95Verdict},
 		{"TTFT p99 [95% CI]", withCI(a.TTFTP99Seconds, a.TTFTP99CISeconds), withCI(b.TTFTP99Seconds, b.TTFTP99CISeconds), "", ""},
