@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"slices"
 
+	"github.com/grafana/grafana-foundation-sdk/go/cog"
 	"github.com/grafana/grafana-foundation-sdk/go/dashboard"
 )
 
@@ -76,9 +77,29 @@ func Build(cfg Config) ([]Dashboard, error) {
 		if err != nil {
 			return nil, err
 		}
+		numberPanels(&d.Model)
 		out = append(out, d)
 	}
 	return out, nil
+}
+
+// numberPanels gives every panel and row a stable ID in layout order, so
+// links to a panel (viewPanel=ID) survive regeneration.
+func numberPanels(model *dashboard.Dashboard) {
+	id := uint32(0)
+	for _, p := range model.Panels {
+		id++
+		switch {
+		case p.Panel != nil:
+			p.Panel.Id = cog.ToPtr(id)
+		case p.RowPanel != nil:
+			p.RowPanel.Id = id
+			for i := range p.RowPanel.Panels {
+				id++
+				p.RowPanel.Panels[i].Id = cog.ToPtr(id)
+			}
+		}
+	}
 }
 
 // All builds every dashboard with DefaultConfig.

@@ -290,3 +290,37 @@ func TestBuildRejectsUnknownDefaultWindow(t *testing.T) {
 		t.Error("Build accepted a default window that is not one of the windows")
 	}
 }
+
+func TestPanelIDsAreUnique(t *testing.T) {
+	for _, d := range allDashboards(t) {
+		b, err := d.JSON()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var model struct {
+			Panels []struct {
+				ID     uint32 `json:"id"`
+				Title  string `json:"title"`
+				Panels []struct {
+					ID uint32 `json:"id"`
+				} `json:"panels"`
+			} `json:"panels"`
+		}
+		if err := json.Unmarshal(b, &model); err != nil {
+			t.Fatal(err)
+		}
+		seen := map[uint32]bool{}
+		check := func(id uint32) {
+			if id == 0 || seen[id] {
+				t.Errorf("%s: panel ID %d is missing or used twice", d.UID(), id)
+			}
+			seen[id] = true
+		}
+		for _, p := range model.Panels {
+			check(p.ID)
+			for _, inner := range p.Panels {
+				check(inner.ID)
+			}
+		}
+	}
+}

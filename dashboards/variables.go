@@ -29,9 +29,7 @@ func ExpandVariables(expr string, vars map[string][]string) string {
 			return ref
 		}
 		switch format {
-		case "raw":
-			return strings.Join(values, ",")
-		case "csv":
+		case "raw", "csv":
 			return strings.Join(values, ",")
 		case "pipe":
 			return strings.Join(values, "|")
