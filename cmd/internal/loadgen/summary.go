@@ -126,8 +126,11 @@ func (s *Summary) WriteText(w io.Writer) error {
 			c.Class, c.Scheduled, c.Dropped, c.Completed, c.Failed,
 			millis(c.TTFTP50), millis(c.TTFTP95), millis(c.TTFTP99), c.OutputRate, number(c.SpeedP50))
 	}
-	fmt.Fprintf(tw, "window %.1fs\t\t\t\t\t\t\t\t\t\t\n", s.Window.Seconds())
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	_, err := fmt.Fprintf(w, "window %.1fs, first request sent to last finished\n", s.Window.Seconds())
+	return err
 }
 
 func millis(seconds float64) string { return number(seconds * 1000) }
