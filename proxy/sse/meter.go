@@ -374,29 +374,42 @@ type docEnd struct {
 }
 
 func (d *docEnd) feed(b []byte) {
-	for _, c := range b {
+	for len(b) > 0 && !d.invalid {
 		switch {
-		case d.invalid:
-			return
 		case d.closed:
-			d.invalid = c != ' ' && c != '\t' && c != '\n' && c != '\r'
+			d.invalid = len(bytes.TrimLeft(b, " \t\r\n")) > 0
+			return
+		case d.escaped:
+			d.escaped = false
+			b = b[1:]
 		case d.inString:
+			quote, backslash := bytes.IndexByte(b, '"'), bytes.IndexByte(b, '\\')
 			switch {
-			case d.escaped:
-				d.escaped = false
-			case c == '\\':
+			case backslash >= 0 && (quote < 0 || backslash < quote):
 				d.escaped = true
-			case c == '"':
+				b = b[backslash+1:]
+			case quote >= 0:
 				d.inString = false
+				b = b[quote+1:]
+			default:
+				return
 			}
-		case c == '"':
-			d.inString = true
-		case c == '{' || c == '[':
-			d.depth++
-		case c == '}' || c == ']':
-			d.depth--
-			d.closed = d.depth == 0
-			d.invalid = d.depth < 0
+		default:
+			i := bytes.IndexAny(b, `"{}[]`)
+			if i < 0 {
+				return
+			}
+			switch b[i] {
+			case '"':
+				d.inString = true
+			case '{', '[':
+				d.depth++
+			default:
+				d.depth--
+				d.closed = d.depth == 0
+				d.invalid = d.depth < 0
+			}
+			b = b[i+1:]
 		}
 	}
 }

@@ -411,3 +411,33 @@ func TestAPIForPath(t *testing.T) {
 		}
 	}
 }
+
+func TestDocEnd(t *testing.T) {
+	for _, tc := range []struct {
+		doc      string
+		complete bool
+	}{
+		{`{}`, true},
+		{` [1, {"a": "}]"}] ` + "\n", true},
+		{`{"a":"\"}"}`, true},
+		{`{"a":"\\"}`, true},
+		{`{"a":"\\\"}"}`, true},
+		{`{"a":"\\"`, false},
+		{`{"a":"\"}`, false},
+		{`{"a":[}`, false},
+		{`{}}`, false},
+		{`{} {}`, false},
+		{`}`, false},
+		{``, false},
+	} {
+		for _, pieces := range splits([]byte(tc.doc)) {
+			var d docEnd
+			for _, p := range pieces {
+				d.feed(p)
+			}
+			if d.complete() != tc.complete {
+				t.Fatalf("%s fed as %q: complete() = %v, want %v", tc.doc, pieces, d.complete(), tc.complete)
+			}
+		}
+	}
+}

@@ -70,6 +70,7 @@ func (p *Parser) Feed(b []byte, emit func(Event)) {
 		if !p.overlong {
 			p.processLine(line, emit)
 		}
+		p.started = true
 		p.overlong = false
 		p.line = reuse(p.line)
 	}
@@ -113,7 +114,6 @@ var bom = []byte("\uFEFF")
 
 func (p *Parser) processLine(line []byte, emit func(Event)) {
 	if !p.started {
-		p.started = true
 		line = bytes.TrimPrefix(line, bom)
 	}
 	if len(line) == 0 {
