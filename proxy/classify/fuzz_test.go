@@ -27,6 +27,10 @@ func FuzzParsePrompt(f *testing.F) {
 		if !bytes.HasPrefix(p.Text, p.ConversationKey) {
 			t.Fatalf("ConversationKey %q is not a prefix of Text %q", p.ConversationKey, p.Text)
 		}
+		items := bytes.Count(p.Text, []byte{markItem}) + bytes.Count(p.Text, []byte{markTyped})
+		if contents := bytes.Count(p.Text, []byte{markContent}); contents != items {
+			t.Fatalf("%d content markers for %d items: content leaked a marker byte into %q", contents, items, p.Text)
+		}
 		again, err := ParsePrompt(body)
 		if err != nil || !bytes.Equal(again.Text, p.Text) {
 			t.Fatalf("second parse gave %q, %v; first %q", again.Text, err, p.Text)

@@ -36,10 +36,10 @@ const roleUser = "user"
 // requestBody holds the prompt fields of the chat completions (messages),
 // Responses (instructions, input) and completions (prompt) APIs.
 type requestBody struct {
-	Messages     json.RawMessage `json:"messages"`
-	Instructions json.RawMessage `json:"instructions"`
-	Input        json.RawMessage `json:"input"`
-	Prompt       json.RawMessage `json:"prompt"`
+	Messages     any `json:"messages"`
+	Instructions any `json:"instructions"`
+	Input        any `json:"input"`
+	Prompt       any `json:"prompt"`
 }
 
 // ParsePrompt extracts the canonical prompt and conversation key from a request body (already known to be a JSON object). err when the body has no prompt fields of the expected shape.
@@ -50,15 +50,14 @@ func ParsePrompt(body []byte) (Prompt, error) {
 	if err := json.Unmarshal(body, &req); err != nil {
 		return Prompt{}, fmt.Errorf("%w: body is not a JSON object", ErrNoPrompt)
 	}
-	var e encoder
-	e.keyEnd = -1
+	e := encoder{keyEnd: -1}
 	var err error
 	switch {
-	case present(req.Messages):
+	case req.Messages != nil:
 		err = e.chat(req.Messages)
-	case present(req.Input):
+	case req.Input != nil:
 		err = e.responses(req.Instructions, req.Input)
-	case present(req.Prompt):
+	case req.Prompt != nil:
 		err = e.completions(req.Prompt)
 	default:
 		return Prompt{}, ErrNoPrompt
@@ -72,10 +71,6 @@ func ParsePrompt(body []byte) (Prompt, error) {
 	return Prompt{Text: e.buf, ConversationKey: e.buf[:e.keyEnd:e.keyEnd]}, nil
 }
 
-func present(raw json.RawMessage) bool {
-	return len(raw) > 0 && string(raw) != "null"
-}
-
 func shapeError(field string) error {
 	return fmt.Errorf("%w: %s is not of a supported shape", ErrNoPrompt, field)
 }
@@ -87,15 +82,19 @@ type encoder struct {
 	keyEnd int
 }
 
-func (e *encoder) chat(raw json.RawMessage) error {
-	var messages []map[string]any
-	if err := json.Unmarshal(raw, &messages); err != nil {
+func (e *encoder) chat(v any) error {
+	messages, ok := v.([]any)
+	if !ok {
 		return shapeError("messages")
 	}
-	for _, m := range messages {
+	for _, item := range messages {
+		m, ok := item.(map[string]any)
+		if !ok && item != nil {
+			return shapeError("messages")
+		}
 		role, _ := m["role"].(string)
 		e.message(role, m["content"])
-		if calls, ok := m["tool_calls"]; ok && calls != nil {
+		if calls := m["tool_calls"]; calls != nil {
 			e.value(calls)
 		}
 		e.endOf(role)
@@ -103,19 +102,16 @@ func (e *encoder) chat(raw json.RawMessage) error {
 	return nil
 }
 
-func (e *encoder) responses(instructions, input json.RawMessage) error {
-	if present(instructions) {
-		var v any
-		if err := json.Unmarshal(instructions, &v); err != nil {
-			return shapeError("instructions")
-		}
-		e.message("instructions", v)
-	}
-	var v any
-	if err := json.Unmarshal(input, &v); err != nil {
+func (e *encoder) responses(instructions, input any) error {
+	switch input.(type) {
+	case string, []any:
+	default:
 		return shapeError("input")
 	}
-	switch v := v.(type) {
+	if instructions != nil {
+		e.message("instructions", instructions)
+	}
+	switch v := input.(type) {
 	case string:
 		e.message(roleUser, v)
 		e.endOf(roleUser)
@@ -123,8 +119,6 @@ func (e *encoder) responses(instructions, input json.RawMessage) error {
 		for _, item := range v {
 			e.responseItem(item)
 		}
-	default:
-		return shapeError("input")
 	}
 	return nil
 }
@@ -147,11 +141,7 @@ func (e *encoder) responseItem(item any) {
 	e.endOf(role)
 }
 
-func (e *encoder) completions(raw json.RawMessage) error {
-	var v any
-	if err := json.Unmarshal(raw, &v); err != nil {
-		return shapeError("prompt")
-	}
+func (e *encoder) completions(v any) error {
 	switch v := v.(type) {
 	case string:
 		e.message("prompt", v)
