@@ -107,9 +107,10 @@ func NewIndex(opts Options, now func() time.Time) *Index {
 	}
 }
 
-// Classify returns the class of prompt and the reuse fraction, then records prompt in the index.
-// The reuse fraction is the length of the longest prefix of prompt seen
-// within TTL, in whole blocks or the whole prompt, divided by len(prompt).
+// Classify returns the class of prompt and the reuse fraction, then records
+// prompt in the index. The reuse fraction is the length of the longest prefix
+// of prompt seen within TTL, counted in whole blocks or the whole prompt,
+// divided by len(prompt); it is 0 for an empty prompt.
 func (ix *Index) Classify(prompt []byte) (class string, reuse float64) {
 	if len(prompt) == 0 {
 		return exporter.ClassFresh, 0

@@ -11,8 +11,9 @@ type Prompt struct {
 	// Text is the canonical prompt text described in the package doc.
 	Text []byte
 	// ConversationKey identifies the conversation the request belongs to and
-	// is a prefix of Text: the messages up to and including the first user
-	// message, or the first KeyBytes of Text when there is none.
+	// is a prefix of Text, sharing its memory: the messages up to and
+	// including the first user message, or the first KeyBytes of Text when
+	// there is none.
 	ConversationKey []byte
 }
 
@@ -42,9 +43,11 @@ type requestBody struct {
 	Prompt       any `json:"prompt"`
 }
 
-// ParsePrompt extracts the canonical prompt and conversation key from a request body (already known to be a JSON object). err when the body has no prompt fields of the expected shape.
-// When a body has several of them, messages wins over input, and input over
-// prompt.
+// ParsePrompt extracts the canonical prompt and conversation key from a
+// request body (already known to be a JSON object). The error wraps
+// ErrNoPrompt when the body has no prompt fields of the expected shape; it
+// never quotes the body. When a body has several prompt fields, messages wins
+// over input, and input over prompt.
 func ParsePrompt(body []byte) (Prompt, error) {
 	var req requestBody
 	if err := json.Unmarshal(body, &req); err != nil {

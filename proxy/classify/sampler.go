@@ -34,8 +34,8 @@ func NewRequestSampler(rate float64, rnd func() float64) *Sampler {
 	return &Sampler{rate: rate, rnd: rnd}
 }
 
-// Sampled decides for one request; headerKey is the sample-key header value ("" when absent).
-// A conversation sampler uses headerKey, when not empty, in place of
+// Sampled decides for one request; headerKey is the sample-key header value
+// ("" when absent). A conversation sampler uses headerKey, when not empty, in place of
 // p.ConversationKey. Sampled is safe for concurrent use.
 func (s *Sampler) Sampled(headerKey string, p Prompt) bool {
 	switch {
