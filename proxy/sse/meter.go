@@ -35,7 +35,8 @@ type Meter struct {
 
 // result is what a Meter has read from the body so far.
 type result struct {
-	frames         int // output frames
+	frames         int  // output frames
+	firstToken     bool // an output frame arrived in a stream
 	first, last    time.Time
 	outputTokens   int
 	outputReported bool // outputTokens came from the server's usage
@@ -96,7 +97,7 @@ func (m *Meter) Observation() exporter.Observation {
 		o.OutputTokens = r.frames
 		o.TokensEstimated = true
 	}
-	if !r.first.IsZero() {
+	if r.firstToken {
 		o.FirstToken = true
 		o.TTFT = r.first.Sub(m.start)
 		o.LastToken = r.last.Sub(m.start)
@@ -122,8 +123,8 @@ func (m *Meter) event(ev Event) {
 
 func (m *Meter) outputFrame() {
 	m.res.frames++
-	if m.res.first.IsZero() {
-		m.res.first = m.at
+	if !m.res.firstToken {
+		m.res.firstToken, m.res.first = true, m.at
 	}
 	m.res.last = m.at
 }

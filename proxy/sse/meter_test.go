@@ -441,3 +441,21 @@ func TestDocEnd(t *testing.T) {
 		}
 	}
 }
+
+func TestMeterDoesNotRetainInput(t *testing.T) {
+	for _, streaming := range []bool{true, false} {
+		body := `{"choices":[{"message":{"content":"a"},"delta":{"content":"a"}}],"usage":{"completion_tokens":7}}`
+		if streaming {
+			body = frame(body)
+		}
+		m := NewMeter(APIChatCompletions, time.Time{})
+		m.SetStreaming(streaming)
+		chunk := []byte(body[:len(body)-3])
+		m.Write(time.Time{}, chunk)
+		copy(chunk, strings.Repeat("x", len(chunk)))
+		m.Write(time.Time{}, []byte(body[len(body)-3:]))
+		if got := m.Observation(); got.OutputTokens != 7 || got.FirstToken != streaming || got.TTFT != 0 {
+			t.Errorf("streaming %v: got %+v, want 7 output tokens", streaming, got)
+		}
+	}
+}
