@@ -70,7 +70,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.Int64Var(&c.Seed, "seed", 1, "seed of arrivals and prompts")
 	fs.IntVar(&c.MaxInFlight, "max-in-flight", 512, "requests awaiting a response beyond which new ones are dropped")
 	fs.Float64Var(&c.RepeatShare, "repeat-share", 0.6, "fraction of requests reusing a prefix (shared system prompt or earlier conversation turns)")
-	fs.IntVar(&c.SharedPrompts, "shared-prompts", 4, "number of shared system prompts")
+	fs.IntVar(&c.SharedPrompts, "shared-prompts", 3, "number of shared system prompts")
 	fs.IntVar(&c.SharedPrefixWords, "shared-prefix-words", 1200, "words in each shared system prompt")
 	fs.IntVar(&c.PromptWords, "prompt-words", 600, "mean words in a fresh prompt")
 	fs.IntVar(&c.TurnWords, "turn-words", 100, "mean words in a user turn of a conversation")

@@ -77,7 +77,10 @@ type Params struct {
 // and "b" are the demo's two candidates: B has a prefix cache and faster
 // decode but a slower fresh prefill than A, so B's time to first token is
 // worse than A's on fresh prompts and better on repeated prefixes, and B
-// streams faster on both.
+// streams faster on both. Under the loadgen defaults (9 requests/s, 60%
+// reusing a 1200-word prefix) both keep up, with TTFT p95 around 150-250ms
+// and decode around 45 (A) and 26 (B) ms/token; TestDemoProfiles pins the
+// directions.
 func Profiles() map[string]Params {
 	base := Params{
 		Model:             "tandem-sim",

@@ -45,13 +45,13 @@ func (t Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	select {
 	case <-rw.committed:
 	case <-req.Context().Done():
-		pr.CloseWithError(req.Context().Err())
+		pw.CloseWithError(req.Context().Err())
 		return nil, req.Context().Err()
 	}
 	if rw.aborted {
 		return nil, errors.New("inproc: handler aborted before writing a response")
 	}
-	stop := context.AfterFunc(req.Context(), func() { pr.CloseWithError(req.Context().Err()) })
+	stop := context.AfterFunc(req.Context(), func() { pw.CloseWithError(req.Context().Err()) })
 	return &http.Response{
 		Status:     strconv.Itoa(rw.status) + " " + http.StatusText(rw.status),
 		StatusCode: rw.status,
