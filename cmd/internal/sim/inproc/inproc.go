@@ -38,7 +38,7 @@ func (t Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 				return
 			}
 			rw.WriteHeader(http.StatusOK)
-			pw.Close()
+			pw.CloseWithError(req.Context().Err())
 		}()
 		t.Handler.ServeHTTP(rw, req)
 	}()
