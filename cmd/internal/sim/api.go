@@ -61,13 +61,14 @@ func parseRequest(a api, r *http.Request) (generation, error) {
 	g := generation{api: a, model: body.Model, stream: body.Stream}
 	g.includeUsage = body.StreamOptions != nil && body.StreamOptions.IncludeUsage
 	var err error
+	var limits []limit
 	switch a {
 	case apiChat:
 		if len(body.Messages) == 0 {
 			return g, errors.New("messages must not be empty")
 		}
 		g.prompt, err = messageTokens(body.Messages)
-		g.maxTokens, err = firstLimit(err, "max_completion_tokens", body.MaxCompletionTokens, "max_tokens", body.MaxTokens)
+		limits = []limit{{"max_completion_tokens", body.MaxCompletionTokens}, {"max_tokens", body.MaxTokens}}
 	case apiCompletions:
 		var prompt string
 		prompt, err = textOf(body.Prompt)
@@ -75,28 +76,34 @@ func parseRequest(a api, r *http.Request) (generation, error) {
 			err = errors.New("prompt must not be empty")
 		}
 		g.prompt = strings.Fields(prompt)
-		g.maxTokens, err = firstLimit(err, "max_tokens", body.MaxTokens)
+		limits = []limit{{"max_tokens", body.MaxTokens}}
 	case apiResponses:
 		g.prompt, err = responsesTokens(body.Instructions, body.Input)
-		g.maxTokens, err = firstLimit(err, "max_output_tokens", body.MaxOutputTokens)
+		limits = []limit{{"max_output_tokens", body.MaxOutputTokens}}
 	}
+	if err != nil {
+		return g, err
+	}
+	g.maxTokens, err = firstLimit(limits)
 	return g, err
 }
 
-// firstLimit returns the first non-nil token limit of name, value pairs.
-func firstLimit(err error, pairs ...any) (int, error) {
-	if err != nil {
-		return 0, err
-	}
-	for i := 0; i < len(pairs); i += 2 {
-		v := pairs[i+1].(*int)
-		if v == nil {
+// limit is a request's output token limit field.
+type limit struct {
+	field string
+	value *int
+}
+
+// firstLimit returns the first limit that is set; 0 means none is.
+func firstLimit(limits []limit) (int, error) {
+	for _, l := range limits {
+		if l.value == nil {
 			continue
 		}
-		if *v < 1 {
-			return 0, fmt.Errorf("%s must be at least 1, got %d", pairs[i], *v)
+		if *l.value < 1 {
+			return 0, fmt.Errorf("%s must be at least 1, got %d", l.field, *l.value)
 		}
-		return *v, nil
+		return *l.value, nil
 	}
 	return 0, nil
 }
