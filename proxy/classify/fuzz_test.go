@@ -65,6 +65,7 @@ func FuzzClassify(f *testing.F) {
 			if n := ix.Len(); n > opts.MaxEntries {
 				t.Fatalf("Len = %d > MaxEntries %d", n, opts.MaxEntries)
 			}
+			checkList(t, ix)
 		}
 
 		ix = NewIndex(opts, nil)
@@ -87,5 +88,33 @@ func checkReuse(t *testing.T, reuse ...float64) {
 		if !(r >= 0 && r <= 1) {
 			t.Fatalf("reuse %v outside [0, 1]", r)
 		}
+	}
+}
+
+// checkList verifies that the recency list holds every node once, in order
+// of decreasing last-seen time, and that the map points at each node.
+func checkList(t *testing.T, ix *Index) {
+	t.Helper()
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	if len(ix.slots) != len(ix.nodes) {
+		t.Fatalf("%d map entries for %d nodes", len(ix.slots), len(ix.nodes))
+	}
+	count, prev := 0, none
+	for i := ix.head; i != none; i = ix.nodes[i].next {
+		n := ix.nodes[i]
+		if n.prev != prev || ix.slots[n.key] != i {
+			t.Fatalf("node %d: prev %d (want %d), map slot %d", i, n.prev, prev, ix.slots[n.key])
+		}
+		if prev != none && n.seen > ix.nodes[prev].seen {
+			t.Fatalf("node %d seen after its predecessor", i)
+		}
+		if count++; count > len(ix.nodes) {
+			t.Fatal("recency list has a cycle")
+		}
+		prev = i
+	}
+	if count != len(ix.nodes) || ix.tail != prev {
+		t.Fatalf("recency list reaches %d of %d nodes, ends at %d, tail %d", count, len(ix.nodes), prev, ix.tail)
 	}
 }

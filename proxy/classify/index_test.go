@@ -196,6 +196,7 @@ func TestTTLExpiry(t *testing.T) {
 		t.Errorf("entry unseen for longer than TTL: class %q, want fresh", class)
 	}
 
+	checkList(t, ix)
 	clock.advance(opts.TTL)
 	if n := ix.Len(); n != 0 {
 		t.Errorf("Len after TTL without traffic = %d, want 0", n)
@@ -236,6 +237,7 @@ func TestMaxEntriesBound(t *testing.T) {
 			t.Fatalf("prompt %d: Len = %d > MaxEntries %d", i, n, maxEntries)
 		}
 		reached = reached || n == maxEntries
+		checkList(t, ix)
 	}
 	if !reached {
 		t.Error("the index never filled up; the test does not exercise eviction")
