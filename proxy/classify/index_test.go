@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/kestrelops/tandem/exporter"
@@ -370,6 +371,23 @@ func BenchmarkClassify(b *testing.B) {
 			n++
 			binary.BigEndian.PutUint64(prompt, n)
 			ix.Classify(prompt)
+		}
+	})
+}
+
+func TestTTLWithDefaultClock(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		opts := DefaultOptions()
+		ix := NewIndex(opts, nil)
+		prompt := bytes.Repeat([]byte("x"), 1000)
+		ix.Classify(prompt)
+		time.Sleep(opts.TTL / 2)
+		if class, _ := ix.Classify(prompt); class != exporter.ClassRepeatedPrefix {
+			t.Errorf("within TTL: class %q, want repeated_prefix", class)
+		}
+		time.Sleep(opts.TTL)
+		if n := ix.Len(); n != 0 {
+			t.Errorf("Len after TTL = %d, want 0", n)
 		}
 	})
 }
