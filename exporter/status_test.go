@@ -1,0 +1,560 @@
+package exporter_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+
+	"github.com/kestrelops/tandem/exporter"
+)
+
+var testInfos = []exporter.Info{
+	{Config: exporter.ConfigProduction, Name: "production"},
+	{Config: exporter.ConfigA, Name: "vllm-baseline", Model: "llama-3.1-8b"},
+	{Config: exporter.ConfigB, Name: "vllm-chunked-prefill", Model: "llama-3.1-8b"},
+}
+
+func newMetrics(t testing.TB) (*prometheus.Registry, *exporter.Metrics) {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	return reg, exporter.New(reg, exporter.BuiltinClasses, testInfos, "test", "rev")
+}
+
+func completed(ttft time.Duration, tokens int) exporter.Observation {
+	return exporter.Observation{
+		Outcome:      exporter.OutcomeCompleted,
+		FirstToken:   true,
+		TTFT:         ttft,
+		LastToken:    ttft + time.Duration(tokens)*20*time.Millisecond,
+		Duration:     ttft + time.Duration(tokens)*20*time.Millisecond + time.Millisecond,
+		OutputTokens: tokens,
+		PromptTokens: 100,
+	}
+}
+
+func seconds(v float64) time.Duration { return time.Duration(v * float64(time.Second)) }
+
+// gathered returns the TTFT histogram of one config and class.
+func gathered(t *testing.T, reg prometheus.Gatherer, name, config, class string) *dto.Histogram {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if labels[exporter.LabelClass] == class && (config == "" || labels[exporter.LabelConfig] == config) {
+				return m.GetHistogram()
+			}
+		}
+	}
+	t.Fatalf("no %s{config=%q,class=%q}", name, config, class)
+	return nil
+}
+
+func mustStatus(t *testing.T, p *exporter.StatusPage) exporter.Status {
+	t.Helper()
+	st, err := p.Status()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+func classStatus(t *testing.T, st exporter.Status, class string) exporter.ClassStatus {
+	t.Helper()
+	for _, c := range st.Classes {
+		if c.Class == class {
+			return c
+		}
+	}
+	t.Fatalf("no class %q in %+v", class, st.Classes)
+	return exporter.ClassStatus{}
+}
+
+func configStatus(t *testing.T, c exporter.ClassStatus, config string) exporter.ConfigStatus {
+	t.Helper()
+	s, ok := c.Config(config)
+	if !ok {
+		t.Fatalf("class %s has no config %s", c.Class, config)
+	}
+	return s
+}
+
+func value(t *testing.T, what string, v *float64) float64 {
+	t.Helper()
+	if v == nil {
+		t.Fatalf("%s: no value", what)
+	}
+	return *v
+}
+
+func TestStatusNumbersMatchHistogramsAndInputs(t *testing.T) {
+	reg, m := newMetrics(t)
+	ttfts := map[string][]float64{
+		exporter.ConfigProduction: lognormal(10, 2000, math.Log(0.20), 0.5),
+		exporter.ConfigA:          lognormal(11, 2000, math.Log(0.25), 0.5),
+		exporter.ConfigB:          lognormal(12, 2000, math.Log(0.18), 0.4),
+	}
+	for config, vs := range ttfts {
+		for _, v := range vs {
+			m.ObserveRequest(config, exporter.ClassFresh, completed(seconds(v), 10))
+		}
+	}
+	for range 7 {
+		m.ObserveRequest(exporter.ConfigB, exporter.ClassFresh, exporter.Observation{Outcome: exporter.OutcomeError})
+	}
+	for range 3 {
+		m.ObserveRequest(exporter.ConfigB, exporter.ClassFresh, exporter.Observation{Outcome: exporter.OutcomeTimeout})
+	}
+	for i := range 2000 {
+		a, b := completed(seconds(ttfts[exporter.ConfigA][i]), 10), completed(seconds(ttfts[exporter.ConfigB][i]), 10)
+		if i < 10 {
+			b = exporter.Observation{Outcome: exporter.OutcomeError}
+		}
+		if i >= 10 && i < 15 {
+			b.OutputTokens = 11
+		}
+		m.ObservePair(exporter.ClassFresh, a, b)
+	}
+	for range 4 {
+		m.MirrorSkipped(exporter.SkipOverloaded)
+	}
+	m.MirrorSkipped(exporter.SkipInvalidBody)
+
+	st := mustStatus(t, exporter.NewStatusPage(reg, exporter.StatusOptions{}))
+	fresh := classStatus(t, st, exporter.ClassFresh)
+	for _, config := range exporter.Configs {
+		s := configStatus(t, fresh, config)
+		if s.Completed != 2000 {
+			t.Errorf("%s completed = %v, want 2000", config, s.Completed)
+		}
+		h := gathered(t, reg, exporter.MetricTimeToFirstToken, config, exporter.ClassFresh)
+		for q, got := range map[float64]*float64{0.5: s.TTFTP50Seconds, 0.95: s.TTFTP95Seconds, 0.99: s.TTFTP99Seconds} {
+			v := value(t, config+" TTFT quantile", got)
+			if want := exporter.NativeQuantile(h, q); v != want {
+				t.Errorf("%s q%v = %v, NativeQuantile of the gathered histogram = %v", config, q, v, want)
+			}
+			if exact := exactQuantile(ttfts[config], q); math.Abs(v-exact)/exact > 0.03 {
+				t.Errorf("%s q%v = %v, exact %v: more than 3%% off", config, q, v, exact)
+			}
+		}
+	}
+	if got := configStatus(t, fresh, exporter.ConfigB).Failed; got != 10 {
+		t.Errorf("B failed = %v, want 10", got)
+	}
+	wantPairs := map[string]float64{exporter.PairBothCompleted: 1990, exporter.PairBFailed: 10, exporter.PairAFailed: 0, exporter.PairBothFailed: 0}
+	if !mapsEqual(fresh.Pairs, wantPairs) {
+		t.Errorf("pairs = %v, want %v", fresh.Pairs, wantPairs)
+	}
+	if fresh.OutputTokensMismatch != 5 {
+		t.Errorf("token mismatches = %v, want 5", fresh.OutputTokensMismatch)
+	}
+	diff := gathered(t, reg, exporter.MetricTTFTDifference, "", exporter.ClassFresh)
+	if got, want := value(t, "TTFT difference p50", fresh.TTFTDifferenceP50Seconds), exporter.NativeQuantile(diff, 0.5); got != want {
+		t.Errorf("TTFT difference p50 = %v, want %v", got, want)
+	}
+	wantSkipped := map[string]float64{exporter.SkipOverloaded: 4, exporter.SkipInvalidBody: 1, exporter.SkipBodyTooLarge: 0, exporter.SkipUnsupported: 0}
+	if !mapsEqual(st.MirrorSkipped, wantSkipped) {
+		t.Errorf("skipped = %v, want %v", st.MirrorSkipped, wantSkipped)
+	}
+	repeated := classStatus(t, st, exporter.ClassRepeatedPrefix)
+	if s := configStatus(t, repeated, exporter.ConfigA); s.Completed != 0 || s.TTFTP95Seconds != nil {
+		t.Errorf("repeated_prefix A without traffic = %+v, want zero and no p95", s)
+	}
+	if got := []string{st.Classes[0].Class, st.Classes[1].Class}; !slices.Equal(got, exporter.BuiltinClasses) {
+		t.Errorf("classes = %v, want %v", got, exporter.BuiltinClasses)
+	}
+}
+
+func mapsEqual(a, b map[string]float64) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if w, ok := b[k]; !ok || w != v {
+			return false
+		}
+	}
+	return true
+}
+
+func TestStatusMixedP95ComesFromMergedHistogram(t *testing.T) {
+	reg, m := newMetrics(t)
+	// Many fast fresh requests and a few slow repeated-prefix ones: the
+	// mixed p95 lies among the slow ones, far from the mean of class p95s.
+	fast := lognormal(20, 1800, math.Log(0.08), 0.2)
+	slow := lognormal(21, 200, math.Log(1.2), 0.2)
+	for _, v := range fast {
+		m.ObserveRequest(exporter.ConfigA, exporter.ClassFresh, completed(seconds(v), 5))
+	}
+	for _, v := range slow {
+		m.ObserveRequest(exporter.ConfigA, exporter.ClassRepeatedPrefix, completed(seconds(v), 5))
+	}
+	st := mustStatus(t, exporter.NewStatusPage(reg, exporter.StatusOptions{}))
+
+	fresh := value(t, "fresh p95", configStatus(t, classStatus(t, st, exporter.ClassFresh), exporter.ConfigA).TTFTP95Seconds)
+	repeated := value(t, "repeated p95", configStatus(t, classStatus(t, st, exporter.ClassRepeatedPrefix), exporter.ConfigA).TTFTP95Seconds)
+	mixed := value(t, "mixed p95", configStatus(t, st.Mixed, exporter.ConfigA).TTFTP95Seconds)
+
+	merged, err := exporter.MergeNative(
+		gathered(t, reg, exporter.MetricTimeToFirstToken, exporter.ConfigA, exporter.ClassFresh),
+		gathered(t, reg, exporter.MetricTimeToFirstToken, exporter.ConfigA, exporter.ClassRepeatedPrefix))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := exporter.NativeQuantile(merged, 0.95); mixed != want {
+		t.Errorf("mixed p95 = %v, want %v from the merged histogram", mixed, want)
+	}
+	if exact := exactQuantile(append(slices.Clone(fast), slow...), 0.95); math.Abs(mixed-exact)/exact > 0.03 {
+		t.Errorf("mixed p95 = %v, exact p95 of all requests %v", mixed, exact)
+	}
+	if avg := (fresh + repeated) / 2; math.Abs(mixed-avg)/avg < 0.2 {
+		t.Errorf("mixed p95 = %v is close to the average of class p95s %v; the data set should tell them apart", mixed, avg)
+	}
+	if got := configStatus(t, st.Mixed, exporter.ConfigA).Completed; got != 2000 {
+		t.Errorf("mixed completed = %v, want 2000", got)
+	}
+}
+
+func TestStatusRatesOverWindow(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		reg, m := newMetrics(t)
+		p := exporter.NewStatusPage(reg, exporter.StatusOptions{Interval: 5 * time.Second, Window: time.Minute})
+
+		st := mustStatus(t, p)
+		a := configStatus(t, classStatus(t, st, exporter.ClassFresh), exporter.ConfigA)
+		if !st.WarmingUp || a.RequestsPerSecond != nil || a.OutputTokensPerSecond != nil {
+			t.Fatalf("with one snapshot: warming up %v, rates %v %v; want warming up and no rates", st.WarmingUp, a.RequestsPerSecond, a.OutputTokensPerSecond)
+		}
+		rec := httptest.NewRecorder()
+		p.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/", nil))
+		if !strings.Contains(rec.Body.String(), "warming up") {
+			t.Error("page does not say warming up")
+		}
+
+		for range 50 {
+			m.ObserveRequest(exporter.ConfigA, exporter.ClassFresh, completed(100*time.Millisecond, 20))
+			m.ObserveRequest(exporter.ConfigB, exporter.ClassRepeatedPrefix, completed(100*time.Millisecond, 8))
+		}
+		time.Sleep(5 * time.Second)
+		st = mustStatus(t, p)
+		if st.WarmingUp {
+			t.Fatal("still warming up after two snapshots")
+		}
+		checkRate := func(st exporter.ClassStatus, config string, wantReq, wantTok float64) {
+			t.Helper()
+			s := configStatus(t, st, config)
+			if got := value(t, "requests/s", s.RequestsPerSecond); got != wantReq {
+				t.Errorf("%s %s requests/s = %v, want %v", st.Class, config, got, wantReq)
+			}
+			if got := value(t, "tokens/s", s.OutputTokensPerSecond); got != wantTok {
+				t.Errorf("%s %s tokens/s = %v, want %v", st.Class, config, got, wantTok)
+			}
+		}
+		checkRate(classStatus(t, st, exporter.ClassFresh), exporter.ConfigA, 10, 200)
+		checkRate(classStatus(t, st, exporter.ClassRepeatedPrefix), exporter.ConfigB, 10, 80)
+		checkRate(st.Mixed, exporter.ConfigA, 10, 200)
+		checkRate(st.Mixed, exporter.ConfigB, 10, 80)
+		checkRate(st.Mixed, exporter.ConfigProduction, 0, 0)
+
+		// Within Interval no snapshot is taken: the same rates.
+		time.Sleep(2 * time.Second)
+		m.ObserveRequest(exporter.ConfigA, exporter.ClassFresh, completed(100*time.Millisecond, 20))
+		checkRate(classStatus(t, mustStatus(t, p), exporter.ClassFresh), exporter.ConfigA, 10, 200)
+
+		// Snapshots at 0 s, 5 s and 10 s: 51 requests over 10 s.
+		time.Sleep(3 * time.Second)
+		checkRate(classStatus(t, mustStatus(t, p), exporter.ClassFresh), exporter.ConfigA, 5.1, 102)
+
+		// Snapshots older than Window are dropped; one left is not a rate.
+		time.Sleep(2 * time.Minute)
+		if st := mustStatus(t, p); !st.WarmingUp {
+			t.Error("after a pause longer than the window: not warming up")
+		}
+	})
+}
+
+func TestStatusHTML(t *testing.T) {
+	reg, m := newMetrics(t)
+	for _, v := range lognormal(30, 300, math.Log(0.3), 0.5) {
+		m.ObserveRequest(exporter.ConfigA, exporter.ClassFresh, completed(seconds(v), 12))
+		m.ObserveRequest(exporter.ConfigB, exporter.ClassFresh, completed(seconds(v*0.8), 12))
+		m.ObservePair(exporter.ClassFresh, completed(seconds(v), 12), completed(seconds(v*0.8), 12))
+	}
+	m.MirrorSkipped(exporter.SkipBodyTooLarge)
+	p := exporter.NewStatusPage(reg, exporter.StatusOptions{Refresh: 7 * time.Second})
+	rec := httptest.NewRecorder()
+	p.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/", nil))
+	if rec.Code != http.StatusOK || !strings.HasPrefix(rec.Header().Get("Content-Type"), "text/html") {
+		t.Fatalf("status %d, content type %q", rec.Code, rec.Header().Get("Content-Type"))
+	}
+	body := rec.Body.String()
+	for _, want := range []string{
+		"<title>tandem status</title>",
+		`<meta http-equiv="refresh" content="7">`,
+		`<section data-class="fresh">`,
+		`<section data-class="repeated_prefix">`,
+		`<section data-class="mixed">`,
+		"mixed (merged distribution)",
+		"never an average of the class quantiles",
+		`<svg class="ttft-chart" data-chart="fresh"`,
+		`<path data-config="A"`,
+		`<path data-config="B"`,
+		`<tr data-reason="body_too_large"><td>body_too_large</td><td>1</td></tr>`,
+		`<span data-result="both_completed">both_completed <b>300</b></span>`,
+		"vllm-chunked-prefill",
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("page lacks %s", want)
+		}
+	}
+	for _, external := range []string{"<script src", "<link", "@import", "url(", "https://"} {
+		if strings.Contains(body, external) {
+			t.Errorf("page references something external: %s", external)
+		}
+	}
+	st := mustStatus(t, p)
+	a := configStatus(t, classStatus(t, st, exporter.ClassFresh), exporter.ConfigA)
+	b := configStatus(t, classStatus(t, st, exporter.ClassFresh), exporter.ConfigB)
+	p95 := value(t, "A p95", a.TTFTP95Seconds) * 1000
+	if want := `<td data-config="A">` + strconvMillis(p95) + `</td>`; !strings.Contains(body, want) {
+		t.Errorf("page lacks A's p95 cell %s", want)
+	}
+	if *b.TTFTP95Seconds >= *a.TTFTP95Seconds {
+		t.Fatalf("B p95 %v not below A p95 %v", *b.TTFTP95Seconds, *a.TTFTP95Seconds)
+	}
+	if !strings.Contains(body, `<td class="diff" data-config="B-A">-`) {
+		t.Error("B−A column lacks a negative TTFT difference")
+	}
+}
+
+func strconvMillis(ms float64) string {
+	if ms >= 1000 {
+		return fmt.Sprintf("%.3f s", ms/1000)
+	}
+	return fmt.Sprintf("%.1f ms", ms)
+}
+
+func TestStatusJSON(t *testing.T) {
+	reg, m := newMetrics(t)
+	m.ObserveRequest(exporter.ConfigA, exporter.ClassFresh, completed(150*time.Millisecond, 12))
+	p := exporter.NewStatusPage(reg, exporter.StatusOptions{})
+	rec := httptest.NewRecorder()
+	p.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/?format=json", nil))
+	if ct := rec.Header().Get("Content-Type"); ct != "application/json" {
+		t.Fatalf("content type %q", ct)
+	}
+	var st exporter.Status
+	if err := json.Unmarshal(rec.Body.Bytes(), &st); err != nil {
+		t.Fatal(err)
+	}
+	a := configStatus(t, classStatus(t, st, exporter.ClassFresh), exporter.ConfigA)
+	if a.Completed != 1 || a.TTFTP50Seconds == nil {
+		t.Fatalf("A fresh = %+v, want one completed request with a p50", a)
+	}
+	if lo, hi := 0.140, 0.160; *a.TTFTP50Seconds < lo || *a.TTFTP50Seconds > hi {
+		t.Errorf("p50 = %v, want within the bucket around 0.15", *a.TTFTP50Seconds)
+	}
+	if !st.WarmingUp || a.OutputTokensPerSecond != nil {
+		t.Errorf("warming up %v, tokens/s %v: want warming up and null", st.WarmingUp, a.OutputTokensPerSecond)
+	}
+	if !strings.Contains(rec.Body.String(), `"ttft_p50_seconds": null`) {
+		t.Error("a quantile without observations is not null in JSON")
+	}
+}
+
+func TestStatusGatherError(t *testing.T) {
+	failing := prometheus.GathererFunc(func() ([]*dto.MetricFamily, error) { return nil, os.ErrDeadlineExceeded })
+	rec := httptest.NewRecorder()
+	exporter.NewStatusPage(failing, exporter.StatusOptions{}).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/", nil))
+	if rec.Code != http.StatusInternalServerError {
+		t.Fatalf("status %d, want 500", rec.Code)
+	}
+}
+
+// TestExposition is the schema test: the text exposition of counters and
+// info metrics after a small known set of observations.
+func TestExposition(t *testing.T) {
+	reg, m := newMetrics(t)
+	m.ObserveRequest(exporter.ConfigProduction, exporter.ClassFresh, completed(100*time.Millisecond, 10))
+	a, b := completed(120*time.Millisecond, 10), completed(90*time.Millisecond, 11)
+	a.CachedPromptTokens = 64
+	a.TokensEstimated = true
+	m.ObserveRequest(exporter.ConfigA, exporter.ClassRepeatedPrefix, a)
+	m.ObserveRequest(exporter.ConfigB, exporter.ClassRepeatedPrefix, b)
+	m.ObservePair(exporter.ClassRepeatedPrefix, a, b)
+	timeout := exporter.Observation{Outcome: exporter.OutcomeTimeout}
+	m.ObserveRequest(exporter.ConfigB, exporter.ClassFresh, timeout)
+	m.ObservePair(exporter.ClassFresh, completed(80*time.Millisecond, 3), timeout)
+	m.MirrorSkipped(exporter.SkipUnsupported)
+	m.ShadowInFlight(exporter.ConfigA).Inc()
+
+	f, err := os.Open("testdata/metrics.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := testutil.GatherAndCompare(reg, f,
+		exporter.MetricRequests, exporter.MetricOutputTokens, exporter.MetricPromptTokens,
+		exporter.MetricCachedPromptTokens, exporter.MetricEstimatedTokenCounts, exporter.MetricPairs,
+		exporter.MetricPairOutputTokensMismatch, exporter.MetricMirrorSkipped, exporter.MetricShadowInFlight,
+		exporter.MetricConfigInfo,
+	); err != nil {
+		t.Fatal(err)
+	}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := slices.IndexFunc(mfs, func(mf *dto.MetricFamily) bool { return mf.GetName() == exporter.MetricBuildInfo })
+	if i < 0 || len(mfs[i].GetMetric()) != 1 {
+		t.Fatal("no single tandem_build_info series")
+	}
+	labels := map[string]string{}
+	for _, l := range mfs[i].GetMetric()[0].GetLabel() {
+		labels[l.GetName()] = l.GetValue()
+	}
+	if labels["version"] != "test" || labels["revision"] != "rev" || !strings.HasPrefix(labels["goversion"], "go") {
+		t.Errorf("build info labels = %v", labels)
+	}
+}
+
+func TestHandlerProtobufScrapeAndProbes(t *testing.T) {
+	reg, m := newMetrics(t)
+	for _, v := range []float64{0.05, 0.1, 0.2, 0.4} {
+		m.ObserveRequest(exporter.ConfigA, exporter.ClassFresh, completed(seconds(v), 4))
+	}
+	ready := false
+	srv := httptest.NewServer(exporter.Handler(reg, func() bool { return ready }, nil))
+	defer srv.Close()
+
+	req, _ := http.NewRequest(http.MethodGet, srv.URL+"/metrics", nil)
+	req.Header.Set("Accept", "application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;encoding=delimited")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	format := expfmt.ResponseFormat(resp.Header)
+	if format.FormatType() != expfmt.TypeProtoDelim {
+		t.Fatalf("response format %q, want delimited protobuf", format)
+	}
+	dec := expfmt.NewDecoder(resp.Body, format)
+	var ttft *dto.Histogram
+	for {
+		var mf dto.MetricFamily
+		if err := dec.Decode(&mf); err != nil {
+			break
+		}
+		if mf.GetName() != exporter.MetricTimeToFirstToken {
+			continue
+		}
+		if mf.GetType() != dto.MetricType_HISTOGRAM {
+			t.Fatalf("type %v", mf.GetType())
+		}
+		for _, s := range mf.GetMetric() {
+			var config, class string
+			for _, l := range s.GetLabel() {
+				switch l.GetName() {
+				case exporter.LabelConfig:
+					config = l.GetValue()
+				case exporter.LabelClass:
+					class = l.GetValue()
+				}
+			}
+			if config == exporter.ConfigA && class == exporter.ClassFresh {
+				ttft = s.GetHistogram()
+			}
+		}
+	}
+	if ttft == nil {
+		t.Fatal("no tandem_time_to_first_token_seconds{config=A,class=fresh} in the protobuf scrape")
+	}
+	if ttft.GetSchema() != 4 || len(ttft.GetPositiveSpan()) == 0 || len(ttft.GetPositiveDelta()) == 0 || ttft.GetSampleCount() != 4 {
+		t.Fatalf("native histogram = schema %d, spans %v, deltas %v, count %d; want schema 4 with buckets for 4 observations",
+			ttft.GetSchema(), ttft.GetPositiveSpan(), ttft.GetPositiveDelta(), ttft.GetSampleCount())
+	}
+	if len(ttft.GetBucket()) != 0 {
+		t.Errorf("classic buckets present: %v", ttft.GetBucket())
+	}
+	if got := exporter.NativeQuantile(ttft, 1); got < 0.4 || got > 0.4*1.05 {
+		t.Errorf("max from the scraped histogram = %v, want the bucket holding 0.4", got)
+	}
+
+	get := func(path string) int {
+		t.Helper()
+		resp, err := http.Get(srv.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if code := get("/-/healthy"); code != http.StatusOK {
+		t.Errorf("/-/healthy = %d", code)
+	}
+	if code := get("/-/ready"); code != http.StatusServiceUnavailable {
+		t.Errorf("/-/ready before ready = %d, want 503", code)
+	}
+	ready = true
+	if code := get("/-/ready"); code != http.StatusOK {
+		t.Errorf("/-/ready when ready = %d, want 200", code)
+	}
+	if code := get("/"); code != http.StatusNotFound {
+		t.Errorf("/ without a status page = %d, want 404", code)
+	}
+}
+
+// syntheticTraffic feeds realistic mirrored traffic: B (chunked prefill) is
+// faster on repeated prefixes, slightly slower on fresh prompts.
+func syntheticTraffic(m *exporter.Metrics, n int) {
+	r := rand.New(rand.NewPCG(7, 7))
+	for range n {
+		class, base := exporter.ClassFresh, 0.32
+		if r.Float64() < 0.4 {
+			class, base = exporter.ClassRepeatedPrefix, 0.11
+		}
+		noise := math.Exp(0.35 * r.NormFloat64())
+		tokens := 40 + r.IntN(200)
+		prod := completed(seconds(base*noise), tokens)
+		a := completed(seconds(base*noise*math.Exp(0.05*r.NormFloat64())), tokens)
+		bFactor := 1.06
+		if class == exporter.ClassRepeatedPrefix {
+			bFactor = 0.7
+		}
+		b := completed(seconds(base*noise*bFactor*math.Exp(0.05*r.NormFloat64())), tokens)
+		if r.Float64() < 0.01 {
+			b = exporter.Observation{Outcome: exporter.OutcomeTimeout}
+		}
+		m.ObserveRequest(exporter.ConfigProduction, class, prod)
+		m.ObserveRequest(exporter.ConfigA, class, a)
+		m.ObserveRequest(exporter.ConfigB, class, b)
+		m.ObservePair(class, a, b)
+	}
+	for range 12 {
+		m.MirrorSkipped(exporter.SkipOverloaded)
+	}
+	m.MirrorSkipped(exporter.SkipBodyTooLarge)
+}
