@@ -7,10 +7,14 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sethvargo/go-envconfig"
 
 	"github.com/kestrelops/tandem/cmd/internal/serve"
+	"github.com/kestrelops/tandem/exporter"
 	"github.com/kestrelops/tandem/proxy"
 )
 
@@ -35,7 +39,13 @@ func runServe(ctx context.Context, args []string, _, stderr io.Writer) error {
 		return err
 	}
 	log := slog.New(slog.NewTextHandler(stderr, nil))
-	return serve.Run(ctx, cfg, serve.Options{Version: version, Log: log})
+	return serve.Run(ctx, cfg, serve.Options{
+		Version: version,
+		Log:     log,
+		Status: func(g prometheus.Gatherer) http.Handler {
+			return exporter.NewStatusPage(g, exporter.StatusOptions{})
+		},
+	})
 }
 
 // flagError ends a command whose flags did not parse: -h is not a failure.

@@ -27,6 +27,9 @@ type Options struct {
 	// Status, when set, is served at / on the metrics listener; it is given
 	// the registry tandem's metrics live in.
 	Status func(prometheus.Gatherer) http.Handler
+	// Registry, when set, receives tandem's metrics (the demo reads them for
+	// its progress line); otherwise Run makes its own.
+	Registry *prometheus.Registry
 	// Listening, when set, is called with the bound proxy and metrics
 	// addresses once both listeners accept connections.
 	Listening func(proxyAddr, metricsAddr string)
@@ -40,7 +43,10 @@ func Run(ctx context.Context, cfg proxy.Config, o Options) error {
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
-	reg := prometheus.NewRegistry()
+	reg := o.Registry
+	if reg == nil {
+		reg = prometheus.NewRegistry()
+	}
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	infos := []exporter.Info{{Config: exporter.ConfigProduction, Name: "production"}}
 	if cfg.Mirroring() {

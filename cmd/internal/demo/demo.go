@@ -1,0 +1,254 @@
+// Package demo runs the whole product in one process: three simulated
+// engines (production, A, B), tandem serve mirroring all traffic to A and B,
+// and an open-loop load generator, then prints what the evidence supports.
+package demo
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/kestrelops/tandem/cmd/internal/loadgen"
+	"github.com/kestrelops/tandem/cmd/internal/report"
+	"github.com/kestrelops/tandem/cmd/internal/serve"
+	"github.com/kestrelops/tandem/cmd/internal/sim"
+	"github.com/kestrelops/tandem/exporter"
+	"github.com/kestrelops/tandem/proxy"
+	"github.com/kestrelops/tandem/proxy/record"
+)
+
+// Config is the configuration of tandem demo.
+type Config struct {
+	Duration    time.Duration
+	Rate        float64
+	Seed        int64
+	ListenAddr  string
+	MetricsAddr string
+	// Profiles of the three simulated engines (see tandem sim --profile).
+	ProductionProfile, AProfile, BProfile string
+	RepeatShare                           float64
+	SummaryJSON                           string
+	RecordPath                            string
+	// NoReport leaves out the closing report.
+	NoReport bool
+}
+
+// RegisterFlags defines the demo's flags on fs.
+func (c *Config) RegisterFlags(fs *flag.FlagSet) {
+	fs.DurationVar(&c.Duration, "duration", 60*time.Second, "how long the load runs")
+	fs.Float64Var(&c.Rate, "rate", 8, "requests per second (Poisson arrivals, open loop)")
+	fs.Int64Var(&c.Seed, "seed", 1, "seed of the workload and the simulated engines")
+	fs.StringVar(&c.ListenAddr, "listen-addr", "127.0.0.1:8080", "proxy listener")
+	fs.StringVar(&c.MetricsAddr, "metrics-addr", "127.0.0.1:9464", "metrics and status page listener")
+	fs.StringVar(&c.ProductionProfile, "production-profile", "production", "simulated engine behind production")
+	fs.StringVar(&c.AProfile, "a-profile", "a", "simulated engine of configuration A")
+	fs.StringVar(&c.BProfile, "b-profile", "b", "simulated engine of configuration B")
+	fs.Float64Var(&c.RepeatShare, "repeat-share", 0.6, "share of requests that reuse a prefix")
+	fs.StringVar(&c.SummaryJSON, "summary-json", "", "also write the summary as JSON to this file")
+	fs.StringVar(&c.RecordPath, "records", "", "keep tandem's per-request records in this file (default: a temporary file)")
+	fs.BoolVar(&c.NoReport, "no-report", false, "leave out the closing report")
+}
+
+// Validate names the first bad flag.
+func (c Config) Validate() error {
+	if c.Duration <= 0 {
+		return fmt.Errorf("--duration must be positive, got %s", c.Duration)
+	}
+	if c.Rate <= 0 {
+		return fmt.Errorf("--rate must be positive, got %g", c.Rate)
+	}
+	if c.RepeatShare < 0 || c.RepeatShare > 1 {
+		return fmt.Errorf("--repeat-share must be between 0 and 1, got %g", c.RepeatShare)
+	}
+	profiles := sim.Profiles()
+	for _, p := range []struct{ flag, name string }{{"production-profile", c.ProductionProfile}, {"a-profile", c.AProfile}, {"b-profile", c.BProfile}} {
+		if _, ok := profiles[p.name]; !ok {
+			return fmt.Errorf("--%s: unknown profile %q (have %s)", p.flag, p.name, strings.Join(sim.ProfileNames(), ", "))
+		}
+	}
+	return nil
+}
+
+// Run runs the demo until the load ends or ctx is canceled (Ctrl-C), then
+// prints the summary and the report of what was measured.
+func Run(ctx context.Context, c Config, stdout, stderr io.Writer) error {
+	if err := c.Validate(); err != nil {
+		return err
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+
+	engines := map[string]string{}
+	for _, e := range []struct{ config, profile string }{
+		{exporter.ConfigProduction, c.ProductionProfile}, {exporter.ConfigA, c.AProfile}, {exporter.ConfigB, c.BProfile},
+	} {
+		url, stop, err := startEngine(sim.Profiles()[e.profile], c.Seed)
+		if err != nil {
+			return err
+		}
+		defer stop()
+		engines[e.config] = url
+	}
+
+	recordPath := c.RecordPath
+	if recordPath == "" {
+		dir, err := os.MkdirTemp("", "tandem-demo-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(dir)
+		recordPath = filepath.Join(dir, "records.jsonl")
+	}
+	cfg := proxyConfig(c, engines, recordPath)
+
+	reg := prometheus.NewRegistry()
+	listening := make(chan [2]string, 1)
+	serveCtx, stopServe := context.WithCancel(context.Background())
+	defer stopServe()
+	served := make(chan error, 1)
+	go func() {
+		served <- serve.Run(serveCtx, cfg, serve.Options{
+			Version:   "demo",
+			Log:       log,
+			Registry:  reg,
+			Status:    func(g prometheus.Gatherer) http.Handler { return exporter.NewStatusPage(g, exporter.StatusOptions{}) },
+			Listening: func(p, m string) { listening <- [2]string{p, m} },
+		})
+	}()
+	var addrs [2]string
+	select {
+	case addrs = <-listening:
+	case err := <-served:
+		return err
+	}
+	fmt.Fprintf(stdout, "tandem demo: production, A (%s) and B (%s) are simulated engines; tandem mirrors every request to A and B.\n", c.AProfile, c.BProfile)
+	fmt.Fprintf(stdout, "  proxy:       http://%s/v1/chat/completions\n", addrs[0])
+	fmt.Fprintf(stdout, "  status page: http://%s/\n", addrs[1])
+	fmt.Fprintf(stdout, "  metrics:     http://%s/metrics\n", addrs[1])
+	fmt.Fprintf(stdout, "Running %s of open-loop load at %g requests/s (Ctrl-C ends it early).\n\n", c.Duration, c.Rate)
+
+	progress := newProgress(reg, stderr)
+	_, _, err := loadgen.Run(ctx, loadConfig(c, addrs[0]), progress.print)
+	if err != nil && !errors.Is(err, context.Canceled) {
+		return err
+	}
+	waitForShadows(reg, 30*time.Second)
+	stopServe()
+	if err := <-served; err != nil {
+		return err
+	}
+
+	recs, err := record.ReadFiles(recordPath)
+	if err != nil {
+		return err
+	}
+	summary := Summarize(recs)
+	fmt.Fprintln(stdout)
+	summary.WriteText(stdout)
+	if c.SummaryJSON != "" {
+		if err := summary.WriteJSONFile(c.SummaryJSON); err != nil {
+			return err
+		}
+	}
+	if c.NoReport {
+		return nil
+	}
+	rep, err := report.FromRecords(recs, report.DefaultOptions())
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(stdout)
+	return rep.Write(stdout, "text")
+}
+
+func proxyConfig(c Config, engines map[string]string, recordPath string) proxy.Config {
+	return proxy.Config{
+		ListenAddr:         c.ListenAddr,
+		MetricsAddr:        c.MetricsAddr,
+		PrimaryURL:         engines[exporter.ConfigProduction],
+		AURL:               engines[exporter.ConfigA],
+		BURL:               engines[exporter.ConfigB],
+		AName:              "sim " + c.AProfile,
+		BName:              "sim " + c.BProfile,
+		SampleRate:         1,
+		SampleBy:           "conversation",
+		ShadowTimeout:      60 * time.Second,
+		ShadowMaxInFlight:  1024,
+		MirrorMaxBodyBytes: 4 << 20,
+		RecordPath:         recordPath,
+		RecordMaxBytes:     1 << 30,
+		RecordMaxFiles:     0,
+		PrefixChunkBytes:   64,
+		PrefixIndexEntries: 100000,
+		PrefixTTL:          10 * time.Minute,
+		RepeatMinFraction:  0.5,
+		RepeatMinBytes:     256,
+		ShutdownGrace:      10 * time.Second,
+	}
+}
+
+func loadConfig(c Config, proxyAddr string) loadgen.Config {
+	var lc loadgen.Config
+	fs := flag.NewFlagSet("loadgen", flag.ContinueOnError)
+	lc.RegisterFlags(fs) // the load generator's own defaults
+	lc.Target = "http://" + proxyAddr
+	lc.Rate = c.Rate
+	lc.Duration = c.Duration
+	lc.Requests = 0
+	lc.Seed = c.Seed
+	lc.RepeatShare = c.RepeatShare
+	return lc
+}
+
+// startEngine serves a simulated engine on a loopback port.
+func startEngine(p sim.Params, seed int64) (url string, stop func(), err error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", nil, err
+	}
+	engine := sim.New(p, seed)
+	srv := &http.Server{Handler: engine, ReadHeaderTimeout: 10 * time.Second}
+	go srv.Serve(ln)
+	return "http://" + ln.Addr().String(), func() {
+		srv.Close()
+		engine.Close()
+	}, nil
+}
+
+// waitForShadows waits until no mirrored request is in flight, so the last
+// requests of the load are measured on both arms rather than canceled.
+func waitForShadows(g prometheus.Gatherer, limit time.Duration) {
+	deadline := time.Now().Add(limit)
+	for time.Now().Before(deadline) {
+		if inFlight(g) == 0 {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func inFlight(g prometheus.Gatherer) float64 {
+	mfs, err := g.Gather()
+	if err != nil {
+		return 0
+	}
+	var n float64
+	for _, mf := range mfs {
+		if mf.GetName() == exporter.MetricShadowInFlight {
+			for _, m := range mf.GetMetric() {
+				n += m.GetGauge().GetValue()
+			}
+		}
+	}
+	return n
+}

@@ -1,0 +1,224 @@
+package demo
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"slices"
+	"text/tabwriter"
+	"time"
+
+	"github.com/kestrelops/tandem/cmd/internal/loadgen"
+	"github.com/kestrelops/tandem/exporter"
+	"github.com/kestrelops/tandem/proxy/record"
+)
+
+// Mixed is the summary key of all classes together.
+const Mixed = "mixed"
+
+// ArmSummary is one arm's figures for one class or for the mix, computed
+// from individual timings.
+type ArmSummary struct {
+	Completed int     `json:"completed"`
+	TTFTP50   float64 `json:"ttft_p50_seconds"`
+	TTFTP95   float64 `json:"ttft_p95_seconds"`
+	TTFTP99   float64 `json:"ttft_p99_seconds"`
+	// OutputRate is the system output rate: output tokens of completed
+	// requests / (first request start to last response end).
+	OutputRate float64 `json:"output_tokens_per_second"`
+	// SpeedP50 is the median per-request output speed: tokens per second
+	// of one stream after its first token.
+	SpeedP50 float64 `json:"per_request_output_tokens_per_second_p50"`
+}
+
+// Summary is what the demo prints at the end.
+type Summary struct {
+	Classes map[string]map[string]ArmSummary `json:"classes"`
+	// AverageOfClassP95 is the wrong number: the mean of the class p95s,
+	// printed beside the merged p95 to show why dashboards never average.
+	AverageOfClassP95 map[string]float64 `json:"average_of_class_p95_seconds"`
+}
+
+// Summarize computes the summary from tandem's per-request records of A and B.
+func Summarize(recs []record.Record) *Summary {
+	groups := map[string]map[string][]record.Record{}
+	add := func(class, config string, r record.Record) {
+		if groups[class] == nil {
+			groups[class] = map[string][]record.Record{}
+		}
+		groups[class][config] = append(groups[class][config], r)
+	}
+	for _, r := range recs {
+		if r.Config != exporter.ConfigA && r.Config != exporter.ConfigB {
+			continue
+		}
+		add(r.Class, r.Config, r)
+		add(Mixed, r.Config, r)
+	}
+	s := &Summary{Classes: map[string]map[string]ArmSummary{}, AverageOfClassP95: map[string]float64{}}
+	for class, arms := range groups {
+		s.Classes[class] = map[string]ArmSummary{}
+		for _, arm := range exporter.Arms {
+			s.Classes[class][arm] = summarizeArm(arms[arm])
+		}
+	}
+	for _, arm := range exporter.Arms {
+		var sum float64
+		var n int
+		for class, arms := range s.Classes {
+			if class != Mixed && arms[arm].Completed > 0 {
+				sum += arms[arm].TTFTP95
+				n++
+			}
+		}
+		if n > 0 {
+			s.AverageOfClassP95[arm] = sum / float64(n)
+		}
+	}
+	return s
+}
+
+func summarizeArm(recs []record.Record) ArmSummary {
+	var ttfts, speeds []float64
+	var tokens int
+	var first, last time.Time
+	var a ArmSummary
+	for _, r := range recs {
+		if first.IsZero() || r.Start.Before(first) {
+			first = r.Start
+		}
+		if r.End().After(last) {
+			last = r.End()
+		}
+		if r.Outcome != exporter.OutcomeCompleted {
+			continue
+		}
+		a.Completed++
+		tokens += r.OutputTokens
+		if r.FirstToken {
+			ttfts = append(ttfts, r.TTFTSeconds)
+		}
+		if v, ok := r.OutputSpeed(); ok {
+			speeds = append(speeds, v)
+		}
+	}
+	slices.Sort(ttfts)
+	slices.Sort(speeds)
+	a.TTFTP50 = loadgen.Quantile(ttfts, 0.50)
+	a.TTFTP95 = loadgen.Quantile(ttfts, 0.95)
+	a.TTFTP99 = loadgen.Quantile(ttfts, 0.99)
+	a.SpeedP50 = loadgen.Quantile(speeds, 0.50)
+	if span := last.Sub(first).Seconds(); span > 0 {
+		a.OutputRate = float64(tokens) / span
+	}
+	return a
+}
+
+// classOrder lists the summary's classes: built-in first, then others,
+// then the mix.
+func (s *Summary) classOrder() []string {
+	var out []string
+	for _, c := range exporter.BuiltinClasses {
+		if _, ok := s.Classes[c]; ok {
+			out = append(out, c)
+		}
+	}
+	var extra []string
+	for c := range s.Classes {
+		if c != Mixed && !slices.Contains(exporter.BuiltinClasses, c) {
+			extra = append(extra, c)
+		}
+	}
+	slices.Sort(extra)
+	out = append(out, extra...)
+	if _, ok := s.Classes[Mixed]; ok {
+		out = append(out, Mixed)
+	}
+	return out
+}
+
+// WriteText prints the summary as a table, then the two numbers the
+// dashboards are built to keep apart.
+func (s *Summary) WriteText(w io.Writer) {
+	fmt.Fprintln(w, "Summary (from tandem's per-request records of A and B):")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "class\tarm\tcompleted\tTTFT p50 ms\tTTFT p95 ms\tTTFT p99 ms\tsystem output tok/s\tper-request tok/s p50\t")
+	for _, class := range s.classOrder() {
+		for _, arm := range exporter.Arms {
+			a := s.Classes[class][arm]
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t\n", class, arm, a.Completed,
+				ms(a.TTFTP50), ms(a.TTFTP95), ms(a.TTFTP99), num(a.OutputRate), num(a.SpeedP50))
+		}
+	}
+	tw.Flush()
+
+	if mixed, ok := s.Classes[Mixed]; ok {
+		fmt.Fprintln(w)
+		fmt.Fprintln(w, "Mixed-traffic TTFT p95, from the merged distribution of all requests:")
+		for _, arm := range exporter.Arms {
+			fmt.Fprintf(w, "  %s: %s ms   (WRONG: the average of the class p95s would say %s ms)\n",
+				arm, ms(mixed[arm].TTFTP95), ms(s.AverageOfClassP95[arm]))
+		}
+		a, b := mixed[exporter.ConfigA].OutputRate, mixed[exporter.ConfigB].OutputRate
+		fmt.Fprintln(w)
+		fmt.Fprintf(w, "System output rate: A %s tok/s, B %s tok/s. %s\n", num(a), num(b), rateSituation(a, b))
+	}
+}
+
+// rateTieTolerance is how close two system output rates must be to tie.
+const rateTieTolerance = 0.02
+
+// rateSituation says which of the two open-loop situations the rates show.
+func rateSituation(a, b float64) string {
+	if a <= 0 || b <= 0 {
+		return "Not enough completed requests to compare."
+	}
+	if math.Abs(a-b)/math.Max(a, b) <= rateTieTolerance {
+		return "They tie: both arms received the same arrivals and kept up, so this load says nothing about capacity; per-request speed is what separates them."
+	}
+	slower := exporter.ConfigA
+	if b < a {
+		slower = exporter.ConfigB
+	}
+	return fmt.Sprintf("They differ: %s fell behind the arrivals (its backlog grew), a capacity difference at this load.", slower)
+}
+
+// WriteJSONFile writes the summary as JSON.
+func (s *Summary) WriteJSONFile(path string) error {
+	b, err := json.MarshalIndent(s, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, append(b, '\n'), 0o644)
+}
+
+// MarshalJSON writes NaN (no data) as null.
+func (a ArmSummary) MarshalJSON() ([]byte, error) {
+	type plain struct {
+		Completed  int      `json:"completed"`
+		TTFTP50    *float64 `json:"ttft_p50_seconds"`
+		TTFTP95    *float64 `json:"ttft_p95_seconds"`
+		TTFTP99    *float64 `json:"ttft_p99_seconds"`
+		OutputRate *float64 `json:"output_tokens_per_second"`
+		SpeedP50   *float64 `json:"per_request_output_tokens_per_second_p50"`
+	}
+	return json.Marshal(plain{a.Completed, finite(a.TTFTP50), finite(a.TTFTP95), finite(a.TTFTP99), finite(a.OutputRate), finite(a.SpeedP50)})
+}
+
+func finite(v float64) *float64 {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return nil
+	}
+	return &v
+}
+
+func ms(seconds float64) string { return num(seconds * 1000) }
+
+func num(v float64) string {
+	if math.IsNaN(v) {
+		return "-"
+	}
+	return fmt.Sprintf("%.0f", v)
+}

@@ -1,0 +1,161 @@
+// Package e2e runs the real parts end-to-end tests need: a Prometheus server
+// (Debian's prometheus package) on a loopback port, and the tandem binary.
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/api"
+	v1 "github.com/prometheus/client_golang/api/prometheus/v1"
+	"github.com/prometheus/common/model"
+)
+
+// Prometheus is a running Prometheus server.
+type Prometheus struct {
+	URL string
+	API v1.API
+}
+
+// FreeAddr returns a loopback address with a port that was free a moment ago.
+func FreeAddr(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// StartPrometheus starts Prometheus with native histograms on, scraping
+// target every second and evaluating rulesFile (when not empty) every second.
+// It fails the test when the prometheus binary is missing: .ci/run installs it.
+func StartPrometheus(t testing.TB, target, rulesFile string) *Prometheus {
+	t.Helper()
+	bin, err := exec.LookPath("prometheus")
+	if err != nil {
+		t.Fatal("prometheus is not installed; .ci/run installs it (apt-get install prometheus)")
+	}
+	dir := t.TempDir()
+	rules := ""
+	if rulesFile != "" {
+		rules = fmt.Sprintf("rule_files: [%q]\n", rulesFile)
+	}
+	config := fmt.Sprintf(`global:
+  scrape_interval: 1s
+  scrape_timeout: 1s
+  evaluation_interval: 1s
+%sscrape_configs:
+  - job_name: tandem
+    static_configs:
+      - targets: [%q]
+`, rules, target)
+	configFile := filepath.Join(dir, "prometheus.yml")
+	if err := os.WriteFile(configFile, []byte(config), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	addr := FreeAddr(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	cmd := exec.CommandContext(ctx, bin,
+		"--config.file="+configFile,
+		"--storage.tsdb.path="+filepath.Join(dir, "data"),
+		"--web.listen-address="+addr,
+		"--enable-feature=native-histograms",
+		"--log.level=warn")
+	logFile, err := os.Create(filepath.Join(dir, "prometheus.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cancel()
+		cmd.Wait()
+		logFile.Close()
+		if t.Failed() {
+			b, _ := os.ReadFile(logFile.Name())
+			t.Logf("prometheus log:\n%s", b)
+		}
+	})
+	url := "http://" + addr
+	WaitHTTP(t, url+"/-/ready", 30*time.Second)
+	client, err := api.NewClient(api.Config{Address: url})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &Prometheus{URL: url, API: v1.NewAPI(client)}
+}
+
+// WaitHTTP waits until url answers 200.
+func WaitHTTP(t testing.TB, url string, limit time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for {
+		resp, err := http.Get(url)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s not ready after %s (last error: %v)", url, limit, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// Query evaluates expr at ts and fails the test on an error.
+func (p *Prometheus) Query(t testing.TB, expr string, ts time.Time) model.Value {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	v, warnings, _, err := p.API.Query(ctx, expr, ts)
+	if err != nil {
+		t.Fatalf("query %s: %v", expr, err)
+	}
+	if len(warnings) > 0 {
+		t.Logf("query %s: warnings %v", expr, warnings)
+	}
+	return v
+}
+
+// Vector evaluates expr and returns its samples keyed by the values of the
+// given labels joined with "/".
+func (p *Prometheus) Vector(t testing.TB, expr string, ts time.Time, labels ...model.LabelName) map[string]*model.Sample {
+	t.Helper()
+	vec, ok := p.Query(t, expr, ts).(model.Vector)
+	if !ok {
+		t.Fatalf("query %s did not return a vector", expr)
+	}
+	out := map[string]*model.Sample{}
+	for _, s := range vec {
+		var key []string
+		for _, l := range labels {
+			key = append(key, string(s.Metric[l]))
+		}
+		out[strings.Join(key, "/")] = s
+	}
+	return out
+}
+
+// BuildTandem builds the tandem binary into dir and returns its path.
+func BuildTandem(dir string) (string, error) {
+	bin := filepath.Join(dir, "tandem")
+	out, err := exec.Command("go", "build", "-o", bin, "github.com/kestrelops/tandem/cmd/tandem").CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("go build: %v\n%s", err, out)
+	}
+	return bin, nil
+}

@@ -1,0 +1,139 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+
+	"github.com/kestrelops/tandem/cmd/internal/demo"
+	"github.com/kestrelops/tandem/cmd/internal/loadgen"
+	"github.com/kestrelops/tandem/cmd/internal/report"
+	"github.com/kestrelops/tandem/cmd/internal/sim"
+	"github.com/kestrelops/tandem/dashboards"
+	"github.com/kestrelops/tandem/deploy/rules"
+)
+
+func init() {
+	commands["demo"] = command{"run production, A and B simulators, tandem and a load generator in one process", runDemo}
+	commands["sim"] = command{"run an OpenAI-compatible engine simulator", runSim}
+	commands["loadgen"] = command{"send open-loop mixed load to an OpenAI-compatible API", runLoadgen}
+	commands["dashboards"] = command{"write the Grafana dashboards as JSON", runDashboards}
+	commands["rules"] = command{"write the Prometheus recording and alerting rules", runRules}
+	commands["report"] = command{"state what the evidence supports, from Prometheus or per-request records", runReport}
+}
+
+// newFlags returns a flag set for one subcommand that prints to stderr.
+func newFlags(name, args string, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "Usage: tandem %s %s\n\n%s.\n\nFlags:\n", name, args, commands[name].summary)
+		fs.PrintDefaults()
+	}
+	return fs
+}
+
+// parse parses args and refuses stray positional arguments.
+func parse(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		return flagError(err)
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(fs.Output(), "tandem %s: unexpected argument %q\n", fs.Name(), fs.Arg(0))
+		return exitCode(2)
+	}
+	return nil
+}
+
+func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	var c demo.Config
+	fs := newFlags("demo", "[flags]", stderr)
+	c.RegisterFlags(fs)
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	return demo.Run(ctx, c, stdout, stderr)
+}
+
+func runSim(ctx context.Context, args []string, _, stderr io.Writer) error {
+	var c sim.Config
+	fs := newFlags("sim", "[flags]", stderr)
+	c.RegisterFlags(fs)
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	return sim.Serve(ctx, c, slog.New(slog.NewTextHandler(stderr, nil)))
+}
+
+func runLoadgen(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	var c loadgen.Config
+	fs := newFlags("loadgen", "[flags]", stderr)
+	c.RegisterFlags(fs)
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	return loadgen.RunAndReport(ctx, c, stdout, stderr)
+}
+
+func runDashboards(_ context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("dashboards", "--out DIR", stderr)
+	out := fs.String("out", "", "directory to write one JSON file per dashboard into (required)")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if *out == "" {
+		return fmt.Errorf("--out is required: the directory to write the dashboards into, e.g. dashboards/json")
+	}
+	if err := dashboards.Write(*out); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "wrote dashboards to %s\n", *out)
+	return nil
+}
+
+func runRules(_ context.Context, args []string, stdout, stderr io.Writer) error {
+	o := rules.DefaultOptions()
+	fs := newFlags("rules", "--out FILE [flags]", stderr)
+	out := fs.String("out", "", "file to write the rules to; - for standard output (required)")
+	o.RegisterFlags(fs)
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if *out == "" {
+		return fmt.Errorf("--out is required: the rule file to write, e.g. deploy/prometheus/rules.yml, or - for standard output")
+	}
+	b, err := rules.Generate(o)
+	if err != nil {
+		return err
+	}
+	if *out == "-" {
+		_, err := stdout.Write(b)
+		return err
+	}
+	if err := os.WriteFile(*out, b, 0o644); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "wrote rules to %s\n", *out)
+	return nil
+}
+
+func runReport(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	var c report.Config
+	fs := newFlags("report", "(--prometheus URL --window D | --records FILE...) [flags]", stderr)
+	c.RegisterFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		return flagError(err)
+	}
+	c.Records = append(c.Records, fs.Args()...)
+	code, err := report.Run(ctx, c, stdout)
+	if err != nil && code != report.ExitRegression {
+		fmt.Fprintf(stderr, "tandem report: %v\n", err)
+	}
+	if code != 0 {
+		return exitCode(code)
+	}
+	return nil
+}

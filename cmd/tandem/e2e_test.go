@@ -1,0 +1,251 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/common/model"
+
+	"github.com/kestrelops/tandem/cmd/internal/demo"
+	"github.com/kestrelops/tandem/cmd/internal/e2e"
+	"github.com/kestrelops/tandem/dashboards"
+	"github.com/kestrelops/tandem/deploy/rules"
+	"github.com/kestrelops/tandem/exporter"
+	"github.com/kestrelops/tandem/proxy/record"
+)
+
+// tandemBin is the tandem binary the end-to-end tests run, built once.
+var tandemBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "tandem-e2e-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	tandemBin, err = e2e.BuildTandem(dir)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// tandem runs the binary to completion and returns its standard output.
+func tandem(t *testing.T, args ...string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	var stdout, stderr bytes.Buffer
+	cmd := exec.CommandContext(ctx, tandemBin, args...)
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("tandem %s: %v\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), err, stdout.String(), stderr.String())
+	}
+	return stdout.String()
+}
+
+// demoRun is one short demo scraped by a real Prometheus that also
+// evaluates tandem's rules, generated with short windows and no `for`.
+type demoRun struct {
+	prom        *e2e.Prometheus
+	end         time.Time
+	stdout      string
+	records     []record.Record
+	summary     demo.Summary
+	metricsAddr string
+}
+
+func startDemoRun(t *testing.T, extra ...string) *demoRun {
+	t.Helper()
+	dir := t.TempDir()
+	rulesFile := filepath.Join(dir, "rules.yml")
+	tandem(t, "rules", "--out", rulesFile, "--evaluation-interval", "1s", "--window", "20s", "--min-completed", "5",
+		"--ttft-regression-for", "0s", "--output-rate-regression-for", "0s", "--shadow-errors-for", "0s",
+		"--mirror-saturated-for", "0s", "--token-mismatch-for", "0s", "--production-ttft-for", "0s")
+
+	r := &demoRun{metricsAddr: e2e.FreeAddr(t)}
+	r.prom = e2e.StartPrometheus(t, r.metricsAddr, rulesFile)
+	recordsFile, summaryFile := filepath.Join(dir, "records.jsonl"), filepath.Join(dir, "summary.json")
+	args := append([]string{"demo", "--duration", "30s", "--rate", "10",
+		"--listen-addr", e2e.FreeAddr(t), "--metrics-addr", r.metricsAddr,
+		"--records", recordsFile, "--summary-json", summaryFile}, extra...)
+	r.stdout = tandem(t, args...)
+	// The last scrape happened at most a second before the demo stopped.
+	r.end = time.Now().Add(-2 * time.Second)
+
+	var err error
+	if r.records, err = record.ReadFiles(recordsFile); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(summaryFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &r.summary); err != nil {
+		t.Fatalf("summary JSON: %v\n%s", err, b)
+	}
+	return r
+}
+
+// firedDuringRun lists the alerts that were firing at any time of the run,
+// as "alertname/class".
+func (r *demoRun) firedDuringRun(t *testing.T) []string {
+	vec := r.prom.Vector(t, `max_over_time(ALERTS{alertstate="firing"}[5m])`, r.end, "alertname", "class")
+	var fired []string
+	for k := range vec {
+		fired = append(fired, k)
+	}
+	slices.Sort(fired)
+	return fired
+}
+
+func TestEndToEndDemo(t *testing.T) {
+	r := startDemoRun(t)
+
+	t.Run("prometheus computes per-class TTFT p95 for A and B", func(t *testing.T) {
+		vec := r.prom.Vector(t, `histogram_quantile(0.95, sum by (config, class) (rate(`+exporter.MetricTimeToFirstToken+`[1m])))`, r.end, "config", "class")
+		for _, config := range exporter.Configs {
+			for _, class := range exporter.BuiltinClasses {
+				s, ok := vec[config+"/"+class]
+				if !ok || math.IsNaN(float64(s.Value)) || s.Value <= 0 {
+					t.Errorf("no TTFT p95 for %s/%s: %v", config, class, vec)
+				}
+			}
+		}
+	})
+
+	t.Run("demo summary shows the expected direction per class", func(t *testing.T) {
+		fresh, repeated := r.summary.Classes[exporter.ClassFresh], r.summary.Classes[exporter.ClassRepeatedPrefix]
+		if !(fresh["B"].TTFTP95 > fresh["A"].TTFTP95) {
+			t.Errorf("fresh: B's TTFT p95 %.3fs should be worse than A's %.3fs", fresh["B"].TTFTP95, fresh["A"].TTFTP95)
+		}
+		if !(repeated["B"].TTFTP95 < repeated["A"].TTFTP95) {
+			t.Errorf("repeated_prefix: B's TTFT p95 %.3fs should be better than A's %.3fs", repeated["B"].TTFTP95, repeated["A"].TTFTP95)
+		}
+		for _, class := range []string{exporter.ClassFresh, exporter.ClassRepeatedPrefix} {
+			a, b := r.summary.Classes[class]["A"], r.summary.Classes[class]["B"]
+			if !(b.SpeedP50 > a.SpeedP50) {
+				t.Errorf("%s: B's per-request speed %.1f should be higher than A's %.1f", class, b.SpeedP50, a.SpeedP50)
+			}
+			if a.Completed < 50 || b.Completed < 50 {
+				t.Errorf("%s: too few completed requests: A %d, B %d", class, a.Completed, b.Completed)
+			}
+		}
+		for _, want := range []string{"WRONG: the average of the class p95s", "System output rate", "Decision"} {
+			if !strings.Contains(r.stdout, want) {
+				t.Errorf("demo output lacks %q:\n%s", want, r.stdout)
+			}
+		}
+	})
+
+	t.Run("every dashboard query returns data", func(t *testing.T) {
+		queries, err := dashboards.Queries()
+		if err != nil {
+			t.Fatal(err)
+		}
+		vars := dashboards.DefaultVariables()
+		vars["window"] = []string{"1m"}
+		for _, q := range queries {
+			expr := dashboards.ExpandVariables(q.Expr, vars)
+			v := r.prom.Query(t, expr, r.end)
+			if isEmpty(v) {
+				t.Errorf("%s / %s: %s returned no data", q.Dashboard, q.Panel, expr)
+			}
+		}
+	})
+
+	t.Run("mixed p95 comes from the merged histogram, not the class average", func(t *testing.T) {
+		// increase over the whole run, so Prometheus sees what the records hold.
+		vec := r.prom.Vector(t, `histogram_quantile(0.95, sum by (config) (increase(`+exporter.MetricTimeToFirstToken+`{config="A"}[10m])))`, r.end, "config")
+		got := float64(vec["A"].Value)
+		exact := r.summary.Classes[demo.Mixed]["A"].TTFTP95
+		// Schema-4 buckets are 4.4% wide; allow one bucket.
+		if rel := math.Abs(got-exact) / exact; rel > 0.045 {
+			t.Errorf("Prometheus mixed p95 for A %.4fs vs exact %.4fs from records: %.1f%% apart", got, exact, 100*rel)
+		}
+		avg := r.summary.AverageOfClassP95["A"]
+		if rel := math.Abs(exact-avg) / exact; rel < 0.09 {
+			t.Errorf("in the demo scenario the mixed p95 %.4fs should differ from the average of class p95s %.4fs by more than the histogram resolution", exact, avg)
+		}
+	})
+
+	t.Run("TTFT regression alert fires for fresh only", func(t *testing.T) {
+		fired := r.firedDuringRun(t)
+		if !slices.Contains(fired, rules.AlertTTFTRegression+"/"+exporter.ClassFresh) {
+			t.Errorf("TandemTTFTRegression{class=fresh} never fired; fired: %v", fired)
+		}
+		if slices.Contains(fired, rules.AlertTTFTRegression+"/"+exporter.ClassRepeatedPrefix) {
+			t.Errorf("TandemTTFTRegression{class=repeated_prefix} fired; fired: %v", fired)
+		}
+	})
+
+	t.Run("report from Prometheus states the per-class directions", func(t *testing.T) {
+		out := tandem(t, "report", "--prometheus", r.prom.URL, "--window", "1m", "--end", r.end.Format(time.RFC3339),
+			"--min-pairs", "30", "--format", "json")
+		var rep struct {
+			Classes []struct {
+				Class        string `json:"class"`
+				TTFTVerdict  string `json:"ttft_p95_verdict"`
+				SpeedVerdict string `json:"per_request_speed_verdict"`
+			} `json:"classes"`
+			Decision string `json:"decision"`
+		}
+		if err := json.Unmarshal([]byte(out), &rep); err != nil {
+			t.Fatalf("report JSON: %v\n%s", err, out)
+		}
+		want := map[string]string{exporter.ClassFresh: "slower", exporter.ClassRepeatedPrefix: "faster"}
+		for _, c := range rep.Classes {
+			if w, ok := want[c.Class]; ok {
+				if c.TTFTVerdict != w {
+					t.Errorf("%s: TTFT verdict %q, want %q", c.Class, c.TTFTVerdict, w)
+				}
+				if c.SpeedVerdict != "higher" {
+					t.Errorf("%s: per-request speed verdict %q, want higher", c.Class, c.SpeedVerdict)
+				}
+				delete(want, c.Class)
+			}
+		}
+		if len(want) > 0 {
+			t.Errorf("report lacks classes %v:\n%s", want, out)
+		}
+	})
+}
+
+func TestEndToEndIdenticalArmsFireNothing(t *testing.T) {
+	r := startDemoRun(t, "--b-profile", "a")
+	if fired := r.firedDuringRun(t); len(fired) > 0 {
+		t.Errorf("with identical A and B, alerts fired: %v", fired)
+	}
+	// The rules did evaluate: the recorded p95 exists for both arms.
+	vec := r.prom.Vector(t, rules.TTFTP95, r.end, "config", "class")
+	for _, key := range []string{"A/fresh", "B/fresh"} {
+		if _, ok := vec[key]; !ok {
+			t.Errorf("recording rule %s has no %s series: %v", rules.TTFTP95, key, vec)
+		}
+	}
+}
+
+func isEmpty(v model.Value) bool {
+	switch v := v.(type) {
+	case model.Vector:
+		return len(v) == 0
+	case model.Matrix:
+		return len(v) == 0
+	case *model.Scalar:
+		return v == nil
+	}
+	return true
+}
