@@ -581,10 +581,10 @@ svg{display:block;margin:.5em 0}
 // Chart geometry, in SVG user units.
 const (
 	chartWidth  = 640
-	chartHeight = 190
+	chartHeight = 200
 	chartLeft   = 44
-	chartRight  = 12
-	chartTop    = 14
+	chartRight  = 28
+	chartTop    = 26
 	chartBottom = 30
 	// chartSchema is the resolution the chart shows: 4 buckets per doubling.
 	chartSchema = 2
@@ -630,11 +630,7 @@ func ttftChart(c ClassStatus) template.HTML {
 	if len(series) == 0 {
 		return `<p class="note">TTFT distribution: no completed requests yet.</p>`
 	}
-	xlo := math.Pow(10, math.Floor(math.Log10(lo)))
-	xhi := math.Pow(10, math.Ceil(math.Log10(hi)))
-	if xhi <= xlo {
-		xhi = xlo * 10
-	}
+	xlo, xhi := niceBelow(lo), niceAbove(hi)
 	top *= 1.1
 	plotW, plotH := float64(chartWidth-chartLeft-chartRight), float64(chartHeight-chartTop-chartBottom)
 	base := float64(chartTop) + plotH
@@ -647,17 +643,17 @@ func ttftChart(c ClassStatus) template.HTML {
 	fmt.Fprintf(&b, `<svg class="ttft-chart" data-chart="%s" width="%d" height="%d" viewBox="0 0 %d %d" role="img" aria-label="TTFT distribution, %s" xmlns="http://www.w3.org/2000/svg" font-size="11" font-family="system-ui,sans-serif">`,
 		template.HTMLEscapeString(c.Class), chartWidth, chartHeight, chartWidth, chartHeight, template.HTMLEscapeString(c.Class))
 	fmt.Fprintf(&b, `<rect x="%d" y="%d" width="%.1f" height="%.1f" fill="#fcfcfd" stroke="#ddd"/>`, chartLeft, chartTop, plotW, plotH)
-	for decade := xlo; decade < xhi*1.001; decade *= 10 {
+	for decade := math.Pow(10, math.Floor(math.Log10(xlo))); decade < xhi*1.001; decade *= 10 {
 		for _, m := range []float64{1, 2, 5} {
 			v := decade * m
-			if v > xhi*1.001 {
-				break
+			if v < xlo*0.999 || v > xhi*1.001 {
+				continue
 			}
 			fmt.Fprintf(&b, `<line x1="%.1f" x2="%.1f" y1="%d" y2="%.1f" stroke="%s"/>`, x(v), x(v), chartTop, base, map[bool]string{true: "#ccc", false: "#eee"}[m == 1])
 			fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" text-anchor="middle" fill="#555">%s</text>`, x(v), base+14, formatMillis(v))
 		}
 	}
-	fmt.Fprintf(&b, `<text x="%d" y="%d" text-anchor="end" fill="#555">TTFT</text>`, chartWidth-chartRight, chartHeight-2)
+	fmt.Fprintf(&b, `<text x="%d" y="14" text-anchor="end" fill="#555">TTFT, log scale</text>`, chartWidth-chartRight)
 	fmt.Fprintf(&b, `<text x="%d" y="%.1f" text-anchor="end" fill="#555">%.0f%%</text>`, chartLeft-4, y(top/1.1)+4, 100*top/1.1)
 	fmt.Fprintf(&b, `<text x="%d" y="%.1f" text-anchor="end" fill="#555">0</text>`, chartLeft-4, base+4)
 	fmt.Fprintf(&b, `<text transform="translate(12 %.1f) rotate(-90)" text-anchor="middle" fill="#555">share of requests</text>`, float64(chartTop)+plotH/2)
@@ -680,12 +676,36 @@ func ttftChart(c ClassStatus) template.HTML {
 		if s.p95 > 0 {
 			fmt.Fprintf(&b, `<line x1="%.1f" x2="%.1f" y1="%d" y2="%.1f" stroke="%s" stroke-width="1.5" stroke-dasharray="4 3"/>`, x(s.p95), x(s.p95), chartTop, base, color)
 		}
-		lx, ly := float64(chartWidth-chartRight-150), float64(chartTop+14+16*i)
+		lx, ly := float64(chartLeft+150*i), 14.0
 		fmt.Fprintf(&b, `<rect x="%.1f" y="%.1f" width="10" height="10" fill="%s"/><text x="%.1f" y="%.1f" fill="#333">%s  p95 %s</text>`,
 			lx, ly-9, color, lx+14, ly, s.config, formatMillis(s.p95))
 	}
 	b.WriteString(`</svg>`)
 	return template.HTML(b.String())
+}
+
+var niceSteps = []float64{1, 2, 5, 10}
+
+// niceBelow is the largest 1, 2 or 5 times a power of ten at most v.
+func niceBelow(v float64) float64 {
+	decade := math.Pow(10, math.Floor(math.Log10(v)))
+	for i := len(niceSteps) - 1; i > 0; i-- {
+		if decade*niceSteps[i] <= v {
+			return decade * niceSteps[i]
+		}
+	}
+	return decade
+}
+
+// niceAbove is the smallest 1, 2 or 5 times a power of ten at least v.
+func niceAbove(v float64) float64 {
+	decade := math.Pow(10, math.Floor(math.Log10(v)))
+	for _, m := range niceSteps {
+		if decade*m >= v {
+			return decade * m
+		}
+	}
+	return decade * 10
 }
 
 func formatMillis(ms float64) string {

@@ -1,18 +1,26 @@
 package exporter_test
 
 import (
+	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"math"
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/chromedp/chromedp"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -557,4 +565,105 @@ func syntheticTraffic(m *exporter.Metrics, n int) {
 		m.MirrorSkipped(exporter.SkipOverloaded)
 	}
 	m.MirrorSkipped(exporter.SkipBodyTooLarge)
+}
+
+var updateScreenshot = flag.Bool("update-screenshot", false, "write the status page screenshot to testdata/status.png")
+
+// TestStatusPageInChromium loads the page in a real headless Chromium over
+// realistic traffic, reads the per-class tables from the DOM and takes a
+// full-page screenshot.
+func TestStatusPageInChromium(t *testing.T) {
+	chromium, err := exec.LookPath("chromium")
+	if err != nil {
+		t.Fatalf("chromium is not installed (%v); .ci/run installs it", err)
+	}
+	reg, m := newMetrics(t)
+	start := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	var elapsed atomic.Int64
+	clock := func() time.Time { return start.Add(time.Duration(elapsed.Load())) }
+	page := exporter.NewStatusPage(reg, exporter.StatusOptions{Now: clock})
+	syntheticTraffic(m, 3000)
+	elapsed.Store(int64(30 * time.Second))
+	srv := httptest.NewServer(exporter.Handler(reg, func() bool { return true }, page))
+	defer srv.Close()
+
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	ctx, cancelAlloc := chromedp.NewExecAllocator(ctx,
+		chromedp.ExecPath(chromium),
+		chromedp.Headless,
+		chromedp.NoSandbox,
+		chromedp.DisableGPU,
+		chromedp.NoFirstRun,
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.Flag("disable-quic", true),
+		chromedp.Flag("disable-dev-shm-usage", true),
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.WindowSize(1000, 900),
+	)
+	defer cancelAlloc()
+	ctx, cancelBrowser := chromedp.NewContext(ctx)
+	defer cancelBrowser()
+
+	if err := chromedp.Do(ctx, chromedp.Navigate(srv.URL+"/")); err != nil {
+		t.Fatal(err)
+	}
+	title, err := chromedp.Run(ctx, chromedp.Title())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if title != "tandem status" {
+		t.Errorf("title %q", title)
+	}
+	cells, err := chromedp.Run(ctx, chromedp.Evaluate[map[string]string](`
+		Object.fromEntries([...document.querySelectorAll('section[data-class] tr[data-metric] td[data-config]')].map(td =>
+			[td.closest('section').dataset.class + ' ' + td.closest('tr').dataset.metric + ' ' + td.dataset.config, td.innerText]))`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, class := range append(slices.Clone(exporter.BuiltinClasses), "mixed") {
+		for _, metric := range []string{"completed", "ttft_p50", "ttft_p95", "ttft_p99", "output_tokens_per_second", "requests_per_second"} {
+			for _, config := range exporter.Configs {
+				key := class + " " + metric + " " + config
+				text, ok := cells[key]
+				if !ok {
+					t.Errorf("no cell for %s", key)
+				}
+				if !nonZeroNumber(text) {
+					t.Errorf("%s shows %q, want a non-zero number", key, text)
+				}
+			}
+		}
+		paths, err := chromedp.Run(ctx, chromedp.Evaluate[int](fmt.Sprintf(
+			`document.querySelectorAll('svg[data-chart=%q] path[data-config]').length`, class)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if paths != 2 {
+			t.Errorf("chart of %s has %d distributions, want A and B", class, paths)
+		}
+	}
+
+	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(t.TempDir(), "status.png")
+	if *updateScreenshot {
+		out = filepath.Join("testdata", "status.png")
+	}
+	if err := os.WriteFile(out, png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("screenshot: %s (%d bytes)", out, len(png))
+}
+
+// nonZeroNumber reports whether text starts with a number other than zero,
+// as "123.4 ms" or "17.25" do.
+func nonZeroNumber(text string) bool {
+	field, _, _ := strings.Cut(strings.TrimSpace(text), " ")
+	v, err := strconv.ParseFloat(field, 64)
+	return err == nil && v != 0
 }
