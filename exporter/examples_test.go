@@ -1,0 +1,66 @@
+package exporter_test
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/kestrelops/tandem/exporter"
+)
+
+func ExampleNativeQuantile() {
+	h := prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:                            "example_seconds",
+		Help:                            "Example.",
+		NativeHistogramBucketFactor:     exporter.NativeHistogramBucketFactor,
+		NativeHistogramMaxBucketNumber:  exporter.NativeHistogramMaxBucketNumber,
+		NativeHistogramMinResetDuration: time.Hour,
+	})
+	for i := 1; i <= 100; i++ {
+		h.Observe(float64(i) / 100)
+	}
+	var m dto.Metric
+	h.Write(&m)
+
+	fmt.Printf("schema %d\n", m.GetHistogram().GetSchema())
+	fmt.Printf("p50 %.3f\n", exporter.NativeQuantile(m.GetHistogram(), 0.5))
+	fmt.Printf("p95 %.3f\n", exporter.NativeQuantile(m.GetHistogram(), 0.95))
+	// Output:
+	// schema 4
+	// p50 0.500
+	// p95 0.958
+}
+
+func ExampleMergeNative() {
+	observe := func(values ...float64) *dto.Histogram {
+		h := prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:                        "example_seconds",
+			Help:                        "Example.",
+			NativeHistogramBucketFactor: exporter.NativeHistogramBucketFactor,
+		})
+		for _, v := range values {
+			h.Observe(v)
+		}
+		var m dto.Metric
+		h.Write(&m)
+		return m.GetHistogram()
+	}
+	var fast, slow []float64
+	for range 90 {
+		fast = append(fast, 0.1)
+	}
+	for range 10 {
+		slow = append(slow, 2)
+	}
+	fastH, slowH := observe(fast...), observe(slow...)
+	mixed, err := exporter.MergeNative(fastH, slowH)
+	if err != nil {
+		panic(err)
+	}
+	average := (exporter.NativeQuantile(fastH, 0.95) + exporter.NativeQuantile(slowH, 0.95)) / 2
+	fmt.Printf("mixed p95 %.2f s, average of the p95s %.2f s\n", exporter.NativeQuantile(mixed, 0.95), average)
+	// Output:
+	// mixed p95 1.96 s, average of the p95s 1.05 s
+}
