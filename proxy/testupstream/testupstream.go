@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -28,6 +29,10 @@ type Script struct {
 	Release <-chan struct{}
 	// Frames, when set, replaces the generated stream body.
 	Frames []string
+	// Pace, when set, holds every frame after the first until a value is
+	// received from it (or the request is canceled), so a test can step the
+	// stream frame by frame.
+	Pace <-chan struct{}
 }
 
 // Received is one request as the upstream saw it.
@@ -44,11 +49,13 @@ type Server struct {
 	script   Script
 	received []Received
 	arrived  chan struct{}
+	canceled chan struct{}
+	written  atomic.Int64
 }
 
 // New starts a fake upstream; Close it when done.
 func New(s Script) *Server {
-	u := &Server{script: s, arrived: make(chan struct{}, 1024)}
+	u := &Server{script: s, arrived: make(chan struct{}, 1024), canceled: make(chan struct{}, 1024)}
 	u.Server = httptest.NewServer(http.HandlerFunc(u.serve))
 	return u
 }
@@ -69,6 +76,14 @@ func (u *Server) Received() []Received {
 
 // Arrived delivers one value per request received, once its body is read.
 func (u *Server) Arrived() <-chan struct{} { return u.arrived }
+
+// Canceled delivers one value per request the upstream saw canceled while it
+// was holding or pacing the response (Hang, Release, Delay, Every, Pace).
+func (u *Server) Canceled() <-chan struct{} { return u.canceled }
+
+// Written is the number of response body bytes written so far, over all
+// requests.
+func (u *Server) Written() int64 { return u.written.Load() }
 
 // StreamBody is the exact stream the upstream sends for n tokens.
 func StreamBody(n int) string {
@@ -94,14 +109,10 @@ func (u *Server) serve(w http.ResponseWriter, r *http.Request) {
 	default:
 	}
 
-	if s.Release != nil {
-		select {
-		case <-s.Release:
-		case <-r.Context().Done():
-			return
-		}
+	if s.Release != nil && !waitFor(u, r, s.Release) {
+		return
 	}
-	if s.Delay > 0 && !sleep(r, s.Delay) {
+	if s.Delay > 0 && !u.sleep(r, s.Delay) {
 		return
 	}
 	if s.Status != 0 && s.Status/100 != 2 {
@@ -128,7 +139,7 @@ func (u *Server) serve(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusOK)
 	flush(w)
 	if s.Hang {
-		<-r.Context().Done()
+		waitFor[struct{}](u, r, nil)
 		return
 	}
 	frames := s.Frames
@@ -139,10 +150,14 @@ func (u *Server) serve(w http.ResponseWriter, r *http.Request) {
 		if s.CutAfter > 0 && i == s.CutAfter+1 {
 			panic(http.ErrAbortHandler)
 		}
-		if i > 0 && s.Every > 0 && !sleep(r, s.Every) {
+		if i > 0 && s.Every > 0 && !u.sleep(r, s.Every) {
 			return
 		}
-		io.WriteString(w, f)
+		if i > 0 && s.Pace != nil && !waitFor(u, r, s.Pace) {
+			return
+		}
+		n, _ := io.WriteString(w, f)
+		u.written.Add(int64(n))
 		flush(w)
 	}
 }
@@ -160,13 +175,23 @@ func splitFrames(stream string) []string {
 	return out
 }
 
-func sleep(r *http.Request, d time.Duration) bool {
+func (u *Server) sleep(r *http.Request, d time.Duration) bool {
 	t := time.NewTimer(d)
 	defer t.Stop()
+	return waitFor(u, r, t.C)
+}
+
+// waitFor blocks until c delivers (true) or the request is canceled (false,
+// reported on Canceled). A nil c waits for the cancellation only.
+func waitFor[T any](u *Server, r *http.Request, c <-chan T) bool {
 	select {
-	case <-t.C:
+	case <-c:
 		return true
 	case <-r.Context().Done():
+		select {
+		case u.canceled <- struct{}{}:
+		default:
+		}
 		return false
 	}
 }
