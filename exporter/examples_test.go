@@ -24,6 +24,8 @@ func ExampleNativeQuantile() {
 	var m dto.Metric
 	h.Write(&m)
 
+	// 0.95 lies in bucket (0.917, 0.958], which holds 0.92 to 0.95: rank
+	// 95 is its last observation, so interpolation gives its upper bound.
 	fmt.Printf("schema %d\n", m.GetHistogram().GetSchema())
 	fmt.Printf("p50 %.3f\n", exporter.NativeQuantile(m.GetHistogram(), 0.5))
 	fmt.Printf("p95 %.3f\n", exporter.NativeQuantile(m.GetHistogram(), 0.95))

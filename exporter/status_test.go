@@ -249,6 +249,9 @@ func TestStatusMixedP95ComesFromMergedHistogram(t *testing.T) {
 func TestStatusRatesOverWindow(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		reg, m := newMetrics(t)
+		for range 20 {
+			m.ObserveRequest(exporter.ConfigA, exporter.ClassFresh, completed(100*time.Millisecond, 20))
+		}
 		p := exporter.NewStatusPage(reg, exporter.StatusOptions{Interval: 5 * time.Second, Window: time.Minute})
 
 		st := mustStatus(t, p)
@@ -302,6 +305,29 @@ func TestStatusRatesOverWindow(t *testing.T) {
 			t.Error("after a pause longer than the window: not warming up")
 		}
 	})
+}
+
+func TestStatusRateAcrossCounterReset(t *testing.T) {
+	before, m := newMetrics(t)
+	for range 100 {
+		m.ObserveRequest(exporter.ConfigA, exporter.ClassFresh, completed(100*time.Millisecond, 3))
+	}
+	after, m := newMetrics(t)
+	for range 10 {
+		m.ObserveRequest(exporter.ConfigA, exporter.ClassFresh, completed(100*time.Millisecond, 3))
+	}
+	current := prometheus.Gatherer(before)
+	g := prometheus.GathererFunc(func() ([]*dto.MetricFamily, error) { return current.Gather() })
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	p := exporter.NewStatusPage(g, exporter.StatusOptions{Now: func() time.Time { return now }})
+	current, now = after, now.Add(5*time.Second)
+	a := configStatus(t, classStatus(t, mustStatus(t, p), exporter.ClassFresh), exporter.ConfigA)
+	if got := value(t, "requests/s", a.RequestsPerSecond); got != 2 {
+		t.Errorf("requests/s across a reset = %v, want 10 requests over 5 s", got)
+	}
+	if got := value(t, "tokens/s", a.OutputTokensPerSecond); got != 6 {
+		t.Errorf("tokens/s across a reset = %v, want 30 tokens over 5 s", got)
+	}
 }
 
 func TestStatusHTML(t *testing.T) {
