@@ -72,8 +72,8 @@ func startDemoRun(t *testing.T, extra ...string) *demoRun {
 	t.Helper()
 	dir := t.TempDir()
 	rulesFile := filepath.Join(dir, "rules.yml")
-	tandem(t, "rules", "--out", rulesFile, "--evaluation-interval", "1s", "--window", "20s", "--min-completed", "5",
-		"--ttft-regression-for", "0s", "--output-rate-regression-for", "0s", "--shadow-errors-for", "0s",
+	tandem(t, "rules", "--out", rulesFile, "--evaluation-interval", "1s", "--window", "30s", "--min-completed", "20",
+		"--ttft-regression-for", "5s", "--output-rate-regression-for", "0s", "--shadow-errors-for", "0s",
 		"--mirror-saturated-for", "0s", "--token-mismatch-for", "0s", "--production-ttft-for", "0s")
 
 	r := &demoRun{metricsAddr: e2e.FreeAddr(t)}
@@ -81,10 +81,10 @@ func startDemoRun(t *testing.T, extra ...string) *demoRun {
 	recordsFile, summaryFile := filepath.Join(dir, "records.jsonl"), filepath.Join(dir, "summary.json")
 	args := append([]string{"demo", "--duration", "30s", "--rate", "10",
 		"--listen-addr", e2e.FreeAddr(t), "--metrics-addr", r.metricsAddr,
-		"--records", recordsFile, "--summary-json", summaryFile}, extra...)
+		"--records", recordsFile, "--summary-json", summaryFile, "--linger", "3s"}, extra...)
 	r.stdout = tandem(t, args...)
-	// The last scrape happened at most a second before the demo stopped.
-	r.end = time.Now().Add(-2 * time.Second)
+	// The demo lingered 3s after its last request: the last scrapes hold everything.
+	r.end = time.Now().Add(-time.Second)
 
 	var err error
 	if r.records, err = record.ReadFiles(recordsFile); err != nil {
@@ -193,33 +193,50 @@ func TestEndToEndDemo(t *testing.T) {
 	})
 
 	t.Run("report from Prometheus states the per-class directions", func(t *testing.T) {
-		out := tandem(t, "report", "--prometheus", r.prom.URL, "--window", "1m", "--end", r.end.Format(time.RFC3339),
+		// A window covering the whole run, so the report sees what the records hold.
+		out := tandem(t, "report", "--prometheus", r.prom.URL, "--window", "10m", "--end", r.end.Format(time.RFC3339),
 			"--min-pairs", "30", "--format", "json")
 		var rep struct {
 			Classes []struct {
-				Class        string `json:"class"`
+				Class string `json:"class"`
+				Arms  map[string]struct {
+					TTFTP95 float64 `json:"ttft_p95_seconds"`
+				} `json:"arms"`
 				TTFTVerdict  string `json:"ttft_p95_verdict"`
 				SpeedVerdict string `json:"per_request_speed_verdict"`
 			} `json:"classes"`
-			Decision string `json:"decision"`
 		}
 		if err := json.Unmarshal([]byte(out), &rep); err != nil {
 			t.Fatalf("report JSON: %v\n%s", err, out)
 		}
-		want := map[string]string{exporter.ClassFresh: "slower", exporter.ClassRepeatedPrefix: "faster"}
+		// B is far faster on repeated prefixes; on fresh prompts it is slower,
+		// which a short run may not be able to show, but it must never read faster.
+		allowed := map[string][]string{
+			exporter.ClassFresh:          {"slower", "no_difference"},
+			exporter.ClassRepeatedPrefix: {"faster"},
+		}
+		seen := 0
 		for _, c := range rep.Classes {
-			if w, ok := want[c.Class]; ok {
-				if c.TTFTVerdict != w {
-					t.Errorf("%s: TTFT verdict %q, want %q", c.Class, c.TTFTVerdict, w)
+			verdicts, ok := allowed[c.Class]
+			if !ok {
+				continue
+			}
+			seen++
+			if !slices.Contains(verdicts, c.TTFTVerdict) {
+				t.Errorf("%s: TTFT verdict %q, want one of %v", c.Class, c.TTFTVerdict, verdicts)
+			}
+			if c.SpeedVerdict != "higher" {
+				t.Errorf("%s: per-request speed verdict %q, want higher", c.Class, c.SpeedVerdict)
+			}
+			for _, arm := range exporter.Arms {
+				got, exact := c.Arms[arm].TTFTP95, r.summary.Classes[c.Class][arm].TTFTP95
+				if rel := math.Abs(got-exact) / exact; rel > 0.045 {
+					t.Errorf("%s/%s: p95 from Prometheus %.4fs vs exact %.4fs from records: %.1f%% apart", c.Class, arm, got, exact, 100*rel)
 				}
-				if c.SpeedVerdict != "higher" {
-					t.Errorf("%s: per-request speed verdict %q, want higher", c.Class, c.SpeedVerdict)
-				}
-				delete(want, c.Class)
 			}
 		}
-		if len(want) > 0 {
-			t.Errorf("report lacks classes %v:\n%s", want, out)
+		if seen != len(allowed) {
+			t.Errorf("report lacks a class:\n%s", out)
 		}
 	})
 }

@@ -42,6 +42,9 @@ type Config struct {
 	RecordPath                            string
 	// NoReport leaves out the closing report.
 	NoReport bool
+	// Linger keeps /metrics and the status page up after the load ends, so
+	// a scraper sees the last requests.
+	Linger time.Duration
 }
 
 // RegisterFlags defines the demo's flags on fs.
@@ -58,6 +61,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.SummaryJSON, "summary-json", "", "also write the summary as JSON to this file")
 	fs.StringVar(&c.RecordPath, "records", "", "keep tandem's per-request records in this file (default: a temporary file)")
 	fs.BoolVar(&c.NoReport, "no-report", false, "leave out the closing report")
+	fs.DurationVar(&c.Linger, "linger", 0, "keep /metrics and the status page up this long after the load ends")
 }
 
 // Validate names the first bad flag.
@@ -67,6 +71,9 @@ func (c Config) Validate() error {
 	}
 	if c.Rate <= 0 {
 		return fmt.Errorf("--rate must be positive, got %g", c.Rate)
+	}
+	if c.Linger < 0 {
+		return fmt.Errorf("--linger must not be negative, got %s", c.Linger)
 	}
 	if c.RepeatShare < 0 || c.RepeatShare > 1 {
 		return fmt.Errorf("--repeat-share must be between 0 and 1, got %g", c.RepeatShare)
@@ -143,6 +150,10 @@ func Run(ctx context.Context, c Config, stdout, stderr io.Writer) error {
 		return err
 	}
 	waitForShadows(reg, 30*time.Second)
+	select {
+	case <-time.After(c.Linger):
+	case <-ctx.Done():
+	}
 	stopServe()
 	if err := <-served; err != nil {
 		return err
