@@ -74,6 +74,14 @@ func (u *Server) Received() []Received {
 	return append([]Received(nil), u.received...)
 }
 
+// Forget drops the requests recorded so far, so a long run keeps the fake's
+// memory bounded and Received counts from here.
+func (u *Server) Forget() {
+	u.mu.Lock()
+	u.received = nil
+	u.mu.Unlock()
+}
+
 // Arrived delivers one value per request received, once its body is read.
 func (u *Server) Arrived() <-chan struct{} { return u.arrived }
 
