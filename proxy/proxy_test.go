@@ -386,3 +386,34 @@ func TestRewriteBody(t *testing.T) {
 		t.Fatalf("got %s\nwant %s", got, want)
 	}
 }
+
+func TestCompressedProductionResponsePassesUnmeasured(t *testing.T) {
+	gz := []byte("\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff not really gzip, passed as bytes")
+	prod := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Encoding", "gzip")
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.Write(gz)
+	}))
+	defer prod.Close()
+	reg := prometheus.NewRegistry()
+	cfg, err := LoadConfig(context.Background(), envconfig.MapLookuper(map[string]string{"TANDEM_PRIMARY_URL": prod.URL}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(cfg, exporter.New(reg, cfg.Classes(), nil, "test", "test"), nil, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	front := httptest.NewServer(s)
+	defer front.Close()
+	r := &rig{reg: reg}
+	resp, body := post(t, front.URL, chatBody, http.Header{"Accept-Encoding": {"gzip"}})
+	if !bytes.Equal(body, gz) || resp.Header.Get("Content-Encoding") != "gzip" {
+		t.Fatalf("compressed body altered: %q (Content-Encoding %q)", body, resp.Header.Get("Content-Encoding"))
+	}
+	for _, outcome := range exporter.Outcomes {
+		if n := r.value(t, exporter.MetricRequests, map[string]string{"config": "production", "class": "fresh", "outcome": outcome}); n != 0 {
+			t.Errorf("a compressed response was measured as %s", outcome)
+		}
+	}
+}

@@ -7,7 +7,6 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"strings"
 	"sync"
 	"time"
 
@@ -76,7 +75,13 @@ func (m *measurement) handOff(rt http.RoundTripper, req *http.Request) (*http.Re
 		m.done(exporter.OutcomeError, time.Now())
 		return resp, nil
 	}
-	m.meter.SetStreaming(isEventStream(resp.Header))
+	if hasContentEncoding(resp.Header) {
+		// A compressed body cannot be read as it passes; it is not measured
+		// rather than measured wrong. Shadows never ask for compression.
+		m.once.Do(func() {})
+		return resp, nil
+	}
+	m.meter.SetStreaming(sse.IsEventStream(resp.Header.Get("Content-Type")))
 	resp.Body = &meteredBody{body: resp.Body, m: m, ctx: req.Context()}
 	return resp, nil
 }
@@ -140,9 +145,4 @@ func outcomeOfError(ctx context.Context, err error, bodyStarted bool) string {
 		return exporter.OutcomeIncomplete
 	}
 	return exporter.OutcomeError
-}
-
-func isEventStream(h http.Header) bool {
-	ct := h.Get("Content-Type")
-	return strings.HasPrefix(strings.ToLower(strings.TrimSpace(ct)), "text/event-stream")
 }
