@@ -136,7 +136,7 @@ func Run(ctx context.Context, c Config, stdout, stderr io.Writer) error {
 	select {
 	case addrs = <-listening:
 	case err := <-served:
-		return err
+		return fmt.Errorf("%w (choose other ports with --listen-addr and --metrics-addr)", err)
 	}
 	fmt.Fprintf(stdout, "tandem demo: production, A (%s) and B (%s) are simulated engines; tandem mirrors every request to A and B.\n", c.AProfile, c.BProfile)
 	fmt.Fprintf(stdout, "  proxy:       http://%s/v1/chat/completions\n", addrs[0])

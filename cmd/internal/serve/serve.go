@@ -71,12 +71,12 @@ func Run(ctx context.Context, cfg proxy.Config, o Options) error {
 
 	proxyLn, err := net.Listen("tcp", cfg.ListenAddr)
 	if err != nil {
-		return fmt.Errorf("TANDEM_LISTEN_ADDR: %w", err)
+		return fmt.Errorf("proxy listener: %w", err)
 	}
 	metricsLn, err := net.Listen("tcp", cfg.MetricsAddr)
 	if err != nil {
 		proxyLn.Close()
-		return fmt.Errorf("TANDEM_METRICS_ADDR: %w", err)
+		return fmt.Errorf("metrics listener: %w", err)
 	}
 
 	var ready atomic.Bool
