@@ -1,0 +1,221 @@
+package bench
+
+import (
+	"fmt"
+	"io"
+	"strings"
+)
+
+// Targets tandem is held to; printed with the results, never asserted.
+const (
+	targetThroughput  = 0.95     // relay throughput, as a share of nginx's
+	targetP99Mirror   = 0.10     // production p99 TTFT with sampling 1 over sampling 0, at most 1+this
+	targetStreamBytes = 64 << 10 // memory per in-flight stream
+)
+
+// report is the results table and what is needed to read it.
+type report struct {
+	columns []string
+	nginx   bool
+	rows    []row
+	notes   []string
+	command string
+}
+
+// row is one metric: a cell per variant, tandem s=0 against nginx, the
+// target and whether it was met.
+type row struct {
+	metric  string
+	cells   map[string]string
+	vsNginx string
+	target  string
+	result  string
+}
+
+// Row labels.
+func ttftLabel(q string, conc int) string { return fmt.Sprintf("TTFT %s, %s", q, streamsLabel(conc)) }
+
+func streamsLabel(n int) string {
+	if n == 1 {
+		return "1 stream"
+	}
+	return fmt.Sprintf("%d streams", n)
+}
+
+const (
+	labelThroughput = "Relay throughput, 64 streams"
+	labelCPU        = "CPU per request"
+	labelFailed     = "Failed requests"
+)
+
+func memoryLabel(n int) string     { return fmt.Sprintf("Memory per in-flight stream, %d streams", n) }
+func failedHeldLabel(n int) string { return fmt.Sprintf("Failed streams, %d in flight", n) }
+
+func buildReport(c Config, p plan, variants []*variant, tallies map[string]*tally) report {
+	r := report{command: c.command()}
+	for _, v := range variants {
+		r.columns = append(r.columns, v.name)
+		r.nginx = r.nginx || v.name == Nginx
+	}
+	direct := tallies[Direct]
+	verdict := func(ok bool) string {
+		if ok {
+			return "pass"
+		}
+		return "FAIL"
+	}
+	needsNginx := func(ok func() bool) string {
+		if !r.nginx {
+			return "n/a (no nginx)"
+		}
+		return verdict(ok())
+	}
+
+	for _, conc := range concurrencies {
+		for _, q := range []struct {
+			name string
+			q    float64
+		}{{"p50", 0.5}, {"p99", 0.99}} {
+			value := func(name string) float64 { return percentile(tallies[name].ttft[conc], q.q) }
+			base := value(Direct)
+			added := func(name string) float64 { return value(name) - base }
+			row := row{metric: ttftLabel(q.name, conc), cells: map[string]string{}}
+			for _, name := range r.columns {
+				if name == Direct {
+					row.cells[name] = fmt.Sprintf("%.3f ms", base*1e3)
+					continue
+				}
+				row.cells[name] = fmt.Sprintf("%.3f ms (%+.3f ms, %.2f×)", value(name)*1e3, added(name)*1e3, ratio(value(name), base))
+			}
+			if r.nginx {
+				row.vsNginx = fmt.Sprintf("%.2f× added", ratio(added(Tandem0), added(Nginx)))
+			}
+			if q.name == "p50" {
+				row.target = "tandem s=0 adds no more than nginx"
+				row.result = needsNginx(func() bool { return added(Tandem0) <= added(Nginx) })
+			} else {
+				row.target = fmt.Sprintf("s=1 within %.0f%% of s=0", targetP99Mirror*100)
+				row.result = verdict(value(Tandem1) <= (1+targetP99Mirror)*value(Tandem0))
+			}
+			r.rows = append(r.rows, row)
+		}
+	}
+
+	sat := concurrencies[len(concurrencies)-1]
+	throughput := func(name string) float64 {
+		t := tallies[name]
+		return float64(t.frames[sat]) / t.wall[sat].Seconds()
+	}
+	tp := row{metric: labelThroughput, cells: map[string]string{}, target: fmt.Sprintf("tandem s=0 ≥ %.2f× nginx", targetThroughput)}
+	for _, name := range r.columns {
+		tp.cells[name] = fmt.Sprintf("%.0f frames/s", throughput(name))
+		if name != Direct {
+			tp.cells[name] += fmt.Sprintf(" (%.2f×)", ratio(throughput(name), throughput(Direct)))
+		}
+	}
+	if r.nginx {
+		tp.vsNginx = fmt.Sprintf("%.2f×", ratio(throughput(Tandem0), throughput(Nginx)))
+	}
+	tp.result = needsNginx(func() bool { return throughput(Tandem0) >= targetThroughput*throughput(Nginx) })
+	r.rows = append(r.rows, tp)
+
+	directCPU := perUnit(direct.cpu.Seconds(), direct.requests)
+	cpu := func(name string) float64 {
+		t := tallies[name]
+		switch name {
+		case Direct:
+			return directCPU
+		case Nginx:
+			return perUnit(t.nginxCPU.Seconds(), t.requests)
+		}
+		return perUnit(t.cpu.Seconds(), t.requests) - directCPU
+	}
+	cr := row{metric: labelCPU, cells: map[string]string{}, target: "—", result: "—"}
+	for _, name := range r.columns {
+		cr.cells[name] = fmt.Sprintf("%.1f µs", cpu(name)*1e6)
+		if name == Direct {
+			cr.cells[name] += " (client + upstream)"
+		}
+	}
+	if r.nginx {
+		cr.vsNginx = fmt.Sprintf("%.2f×", ratio(cpu(Tandem0), cpu(Nginx)))
+	}
+	r.rows = append(r.rows, cr)
+
+	for _, n := range p.streams {
+		mem := func(name string) float64 {
+			if name == Direct || name == Nginx {
+				return tallies[name].memory[n]
+			}
+			return tallies[name].memory[n] - direct.memory[n]
+		}
+		mr := row{metric: memoryLabel(n), cells: map[string]string{},
+			target: fmt.Sprintf("tandem s=0 ≤ %d KiB", targetStreamBytes>>10)}
+		for _, name := range r.columns {
+			mr.cells[name] = fmt.Sprintf("%.1f KiB", mem(name)/1024)
+			if name == Direct {
+				mr.cells[name] += " (client + upstream)"
+			}
+		}
+		if r.nginx {
+			mr.vsNginx = fmt.Sprintf("%.2f×", ratio(mem(Tandem0), mem(Nginx)))
+		}
+		mr.result = verdict(mem(Tandem0) <= targetStreamBytes)
+		r.rows = append(r.rows, mr)
+	}
+
+	failures := func(label string, count func(*tally) int) row {
+		fr := row{metric: label, cells: map[string]string{}, target: "none", result: "pass"}
+		for _, name := range r.columns {
+			n := count(tallies[name])
+			fr.cells[name] = fmt.Sprint(n)
+			if n > 0 {
+				fr.result = "FAIL"
+			}
+		}
+		return fr
+	}
+	r.rows = append(r.rows, failures(labelFailed, func(t *tally) int { return t.failed }))
+	for _, n := range p.streams {
+		r.rows = append(r.rows, failures(failedHeldLabel(n), func(t *tally) int { return t.errors[n] }))
+	}
+
+	samples := direct.requests / len(concurrencies)
+	r.notes = []string{
+		fmt.Sprintf("%d rounds; in each, every variant ran %d requests at each concurrency (1 and %d, closed loop), in an order rotated every round; %d content frames per stream from a zero-think-time upstream in this process; %d TTFT samples per cell.",
+			p.rounds, p.requests, sat, p.frames, samples),
+		"TTFT is measured by the client, from sending the request to the arrival of the first content frame. Cells of proxies give the value, what it adds to direct, and the ratio to direct; the ÷ nginx column compares tandem s=0 with nginx (for TTFT, the added times).",
+		"tandem runs in this process with A and B configured: s=0 mirrors nothing, s=1 mirrors every request to two more upstreams like production.",
+		"CPU per request: for direct, this process (client and upstream); for tandem, this process's CPU minus direct's; for nginx, its workers' CPU from /proc. For s=1 it includes the in-process A and B upstreams serving the mirrored streams.",
+		"Memory per in-flight stream: streams held open after their first content frame. For tandem, Go heap objects and goroutine stacks after a collection, minus direct's (for s=1 this includes the A and B upstreams' side of the two mirrored streams); for nginx, the resident memory of its master and workers.",
+		machine(),
+	}
+	return r
+}
+
+// write renders the report as Markdown.
+func (r report) write(w io.Writer) {
+	header := append([]string{"Metric"}, r.columns...)
+	if r.nginx {
+		header = append(header, "tandem s=0 ÷ nginx")
+	}
+	header = append(header, "Target", "Result")
+	fmt.Fprintf(w, "| %s |\n", strings.Join(header, " | "))
+	fmt.Fprintf(w, "|%s\n", strings.Repeat("---|", len(header)))
+	for _, row := range r.rows {
+		cells := []string{row.metric}
+		for _, name := range r.columns {
+			cells = append(cells, row.cells[name])
+		}
+		if r.nginx {
+			cells = append(cells, row.vsNginx)
+		}
+		cells = append(cells, row.target, row.result)
+		fmt.Fprintf(w, "| %s |\n", strings.Join(cells, " | "))
+	}
+	fmt.Fprintln(w)
+	for _, n := range r.notes {
+		fmt.Fprintf(w, "- %s\n", n)
+	}
+	fmt.Fprintf(w, "\nReproduce: `%s`\n", r.command)
+}

@@ -1,0 +1,332 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/exec"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sethvargo/go-envconfig"
+
+	"github.com/kestrelops/tandem/cmd/internal/serve"
+	"github.com/kestrelops/tandem/proxy"
+)
+
+// Variant names, in the order of the table's columns.
+const (
+	Direct  = "direct"
+	Tandem0 = "tandem s=0"
+	Tandem1 = "tandem s=1"
+	Nginx   = "nginx"
+)
+
+// variant is one way from the client to the production upstream.
+type variant struct {
+	name  string
+	url   string
+	nginx *nginx      // nil when the proxy runs in this process
+	arms  []*upstream // mirrored-to upstreams, held with production in the memory phase
+}
+
+// tally is everything measured of one variant.
+type tally struct {
+	ttft     map[int][]time.Duration // by concurrency
+	frames   map[int]int             // content frames received, by concurrency
+	wall     map[int]time.Duration   // phase wall time, by concurrency
+	requests int
+	failed   int
+	cpu      time.Duration // this process, over all phases
+	nginxCPU time.Duration // nginx workers, over all phases
+
+	memory map[int]float64 // bytes per in-flight stream, by stream count (this process, or nginx)
+	held   map[int]int     // streams in flight when memory was measured
+	errors map[int]int     // failed or never in flight, by stream count
+}
+
+func newTally() *tally {
+	return &tally{
+		ttft: map[int][]time.Duration{}, frames: map[int]int{}, wall: map[int]time.Duration{},
+		memory: map[int]float64{}, held: map[int]int{}, errors: map[int]int{},
+	}
+}
+
+// Run runs the benchmark: latency and throughput rounds, then the memory
+// phases, and writes the Markdown results table to stdout and progress to
+// stderr.
+func Run(ctx context.Context, c Config, stdout, stderr io.Writer) error {
+	if err := c.Validate(); err != nil {
+		return err
+	}
+	p := c.plan()
+	maxStreams := 0
+	for _, n := range p.streams {
+		maxStreams = max(maxStreams, n)
+	}
+	// A mirrored stream in flight holds eight descriptors in this process:
+	// client, tandem's side, and upstream side for production, A and B.
+	limit := raiseFileLimit(uint64(8*maxStreams + 4096))
+	fmt.Fprintf(stderr, "bench: file descriptor limit %d\n", limit)
+
+	prod, err := startUpstream(p.frames)
+	if err != nil {
+		return err
+	}
+	defer prod.close()
+	armA, err := startUpstream(p.frames)
+	if err != nil {
+		return err
+	}
+	defer armA.close()
+	armB, err := startUpstream(p.frames)
+	if err != nil {
+		return err
+	}
+	defer armB.close()
+
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	variants := []*variant{{name: Direct, url: prod.url}}
+	for _, rate := range []string{"0", "1"} {
+		url, stop, err := startTandem(ctx, log, prod, armA, armB, rate, maxStreams)
+		if err != nil {
+			return err
+		}
+		defer stop()
+		v := &variant{name: Tandem0, url: url}
+		if rate == "1" {
+			v.name, v.arms = Tandem1, []*upstream{armA, armB}
+		}
+		variants = append(variants, v)
+	}
+	nginxNote := ""
+	if p.nginx == "" {
+		nginxNote = "nginx left out (--nginx is empty)"
+	} else if _, err := exec.LookPath(p.nginx); err != nil {
+		nginxNote = fmt.Sprintf("nginx left out: %s is not installed", p.nginx)
+	} else {
+		n, err := startNginx(ctx, p.nginx, strings.TrimPrefix(prod.url, "http://"), maxStreams)
+		if err != nil {
+			return fmt.Errorf("starting nginx: %w", err)
+		}
+		defer n.stop()
+		variants = append(variants, &variant{name: Nginx, url: n.url, nginx: n})
+		nginxNote = "nginx " + n.version
+	}
+	fmt.Fprintf(stderr, "bench: %s\n", nginxNote)
+
+	client := newClient(2 * concurrencies[len(concurrencies)-1])
+	defer client.CloseIdleConnections()
+	tallies := map[string]*tally{}
+	for _, v := range variants {
+		tallies[v.name] = newTally()
+	}
+
+	started := time.Now()
+	id := 0
+	for r := range p.rounds {
+		for _, conc := range concurrencies {
+			for i := range variants {
+				v := variants[(i+r)%len(variants)]
+				res, cpu, nginxCPU := runPhase(ctx, client, v, p, conc, id)
+				id += p.requests
+				if err := ctx.Err(); err != nil {
+					return err
+				}
+				t := tallies[v.name]
+				t.ttft[conc] = append(t.ttft[conc], res.ttfts...)
+				t.frames[conc] += res.frames
+				t.wall[conc] += res.wall
+				t.requests += p.requests
+				t.failed += res.errors
+				t.cpu += cpu
+				t.nginxCPU += nginxCPU
+				fmt.Fprintf(stderr, "bench: round %d/%d, %2d concurrent, %-10s p50 TTFT %.3f ms, %.0f frames/s, %d failed (%s)\n",
+					r+1, p.rounds, conc, v.name, percentile(res.ttfts, 0.5)*1e3, res.framesPerSecond(), res.errors, time.Since(started).Round(time.Second))
+			}
+		}
+	}
+	for _, n := range p.streams {
+		for _, v := range variants {
+			held, perStream, failed := holdStreams(ctx, client, v, prod, p.frames, n, id)
+			id += n
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			t := tallies[v.name]
+			t.memory[n], t.held[n], t.errors[n] = perStream, held, failed
+			fmt.Fprintf(stderr, "bench: %d in-flight streams, %-10s %d held, %.1f KiB each (before subtracting direct), %d failed (%s)\n",
+				n, v.name, held, perStream/1024, failed, time.Since(started).Round(time.Second))
+		}
+	}
+
+	rep := buildReport(c, p, variants, tallies)
+	rep.notes = append(rep.notes, nginxNote)
+	rep.write(stdout)
+	return nil
+}
+
+// startTandem serves tandem in this process in front of prod, with A and B
+// configured and sampling rate rate. It returns tandem's base URL.
+func startTandem(ctx context.Context, log *slog.Logger, prod, a, b *upstream, rate string, streams int) (string, func(), error) {
+	cfg, err := proxy.LoadConfig(ctx, envconfig.MapLookuper(map[string]string{
+		"TANDEM_LISTEN_ADDR":          "127.0.0.1:0",
+		"TANDEM_METRICS_ADDR":         "127.0.0.1:0",
+		"TANDEM_PRIMARY_URL":          prod.url,
+		"TANDEM_A_URL":                a.url,
+		"TANDEM_B_URL":                b.url,
+		"TANDEM_SAMPLE_RATE":          rate,
+		"TANDEM_SAMPLE_BY":            "request",
+		"TANDEM_SHADOW_MAX_IN_FLIGHT": fmt.Sprint(streams + 1024),
+		"TANDEM_SHUTDOWN_GRACE":       "5s",
+	}))
+	if err != nil {
+		return "", nil, err
+	}
+	serveCtx, cancel := context.WithCancel(context.Background())
+	listening := make(chan string, 1)
+	served := make(chan error, 1)
+	go func() {
+		served <- serve.Run(serveCtx, cfg, serve.Options{
+			Version:   "bench",
+			Log:       log,
+			Listening: func(proxyAddr, _ string) { listening <- proxyAddr },
+		})
+	}()
+	stop := func() {
+		cancel()
+		<-served
+	}
+	select {
+	case addr := <-listening:
+		return "http://" + addr, stop, nil
+	case err := <-served:
+		cancel()
+		return "", nil, fmt.Errorf("starting tandem: %w", err)
+	}
+}
+
+// runPhase runs one closed-loop phase and returns it with the CPU time this
+// process and nginx's workers used during it. For a mirroring variant the
+// phase ends when the arms have finished too.
+func runPhase(ctx context.Context, client *http.Client, v *variant, p plan, conc, firstID int) (phaseResult, time.Duration, time.Duration) {
+	cpu0 := processCPU()
+	var nginx0 time.Duration
+	if v.nginx != nil {
+		nginx0, _ = v.nginx.usage()
+	}
+	res := closedLoop(ctx, client, v.url, p.requests, conc, p.frames, firstID)
+	for _, arm := range v.arms {
+		waitCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		arm.waitIdle(waitCtx)
+		cancel()
+	}
+	cpu := processCPU() - cpu0
+	var nginxCPU time.Duration
+	if v.nginx != nil {
+		n1, _ := v.nginx.usage()
+		nginxCPU = n1 - nginx0
+	}
+	return res, cpu, nginxCPU
+}
+
+// holdTimeout bounds how long the memory phase waits for its streams to be
+// in flight.
+const holdTimeout = 90 * time.Second
+
+// holdStreams opens n streams through v, holds them all mid-stream (after
+// their first content frame), measures the memory they hold, releases them
+// and reads them to the end. It returns the streams in flight at the
+// measurement, the memory per stream (this process's Go heap and stacks, or
+// nginx's resident memory), and the streams that failed or were never in
+// flight.
+func holdStreams(ctx context.Context, client *http.Client, v *variant, prod *upstream, frames, n, firstID int) (held int, perStream float64, failed int) {
+	ups := append([]*upstream{prod}, v.arms...)
+	for _, u := range ups {
+		u.dropIdle()
+	}
+	client.CloseIdleConnections()
+	time.Sleep(200 * time.Millisecond)
+	before := memoryOf(v)
+
+	var releases []func()
+	for _, u := range ups {
+		releases = append(releases, u.startHold())
+	}
+	var reached, errs, late atomic.Int64
+	var measured atomic.Bool
+	opening := make(chan struct{}, 256)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			opening <- struct{}{}
+			var once sync.Once
+			open := func() { once.Do(func() { <-opening }) }
+			inTime := false
+			res := stream(ctx, client, v.url, firstID+i, frames, func() {
+				inTime = !measured.Load()
+				reached.Add(1)
+				open()
+			})
+			open()
+			switch {
+			case res.err != nil:
+				errs.Add(1)
+			case !inTime:
+				late.Add(1)
+			}
+		})
+	}
+	deadline := time.Now().Add(holdTimeout)
+	for time.Now().Before(deadline) && ctx.Err() == nil && !allHeld(ups, int64(n), &reached, &errs) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	measured.Store(true)
+	held = int(reached.Load())
+	after := memoryOf(v)
+	for _, release := range releases {
+		release()
+	}
+	wg.Wait()
+	failed = int(errs.Load() + late.Load())
+	if held > 0 {
+		perStream = float64(after-before) / float64(held)
+	}
+	return held, perStream, failed
+}
+
+// allHeld reports whether every stream is held at every upstream, or has
+// failed.
+func allHeld(ups []*upstream, n int64, reached, errs *atomic.Int64) bool {
+	if reached.Load()+errs.Load() < n {
+		return false
+	}
+	for _, u := range ups {
+		if u.held.Load() < reached.Load() {
+			return false
+		}
+	}
+	return true
+}
+
+// memoryOf is nginx's resident memory for nginx, this process's Go memory
+// otherwise.
+func memoryOf(v *variant) int64 {
+	if v.nginx != nil {
+		_, rss := v.nginx.usage()
+		return rss
+	}
+	return goMemory()
+}
+
+// machine describes where the benchmark ran.
+func machine() string {
+	host, _ := os.Hostname()
+	return fmt.Sprintf("%s %s/%s, %d CPUs, GOMAXPROCS %d, host %s", runtime.Version(), runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.GOMAXPROCS(0), host)
+}

@@ -1,0 +1,37 @@
+package bench
+
+import (
+	"math"
+	"slices"
+	"time"
+)
+
+// percentile returns the q-quantile (0 < q <= 1) of ds by the nearest-rank
+// method: the smallest value with at least q of the samples at or below it.
+// It is NaN for no samples.
+func percentile(ds []time.Duration, q float64) float64 {
+	if len(ds) == 0 {
+		return math.NaN()
+	}
+	sorted := slices.Clone(ds)
+	slices.Sort(sorted)
+	rank := int(math.Ceil(q*float64(len(sorted)))) - 1
+	rank = max(0, min(rank, len(sorted)-1))
+	return sorted[rank].Seconds()
+}
+
+// ratio is a/b, NaN when b is zero or either is not a number.
+func ratio(a, b float64) float64 {
+	if b == 0 || math.IsNaN(a) || math.IsNaN(b) {
+		return math.NaN()
+	}
+	return a / b
+}
+
+// perUnit is total/n, NaN when n is not positive.
+func perUnit(total float64, n int) float64 {
+	if n <= 0 {
+		return math.NaN()
+	}
+	return total / float64(n)
+}
