@@ -36,6 +36,9 @@ type classInput struct {
 	diffs distribution
 	// bFaster counts the pairs in which B's first token came first.
 	bFaster int
+	// keepUp judges keeping up on the steady-state window; nil when the
+	// source judges on its query window.
+	keepUp *KeepUpResult
 }
 
 // evidence is everything a source hands to build.
@@ -123,12 +126,19 @@ func compare(in classInput, o Options) Class {
 		PerRequestSpeedVerdict: InsufficientData,
 	}
 	for i, name := range exporter.Arms {
-		c.Arms[name] = arm(in.arms[i])
+		c.Arms[name] = arm(in.arms[i], in.keepUp, name)
 	}
 	a, b := in.arms[0], in.arms[1]
 	c.TTFTP95DifferenceSeconds = c.Arms[exporter.ConfigB].TTFTP95Seconds - c.Arms[exporter.ConfigA].TTFTP95Seconds
 	c.TTFTP95DifferenceCISeconds = difference(a.ttft, b.ttft, 0.95)
 	c.OutputRateRatio = c.Arms[exporter.ConfigB].OutputTokensPerSecond / c.Arms[exporter.ConfigA].OutputTokensPerSecond
+	c.SteadyOutputRateRatio = Float(math.NaN())
+	rateCase := outputRateCase(float64(c.OutputRateRatio), o.RateTolerance)
+	if k := in.keepUp; k != nil {
+		c.SteadyOutputRateRatio = Float(k.Ratio())
+		c.SteadyState = steadyState(*k)
+		rateCase = k.Case
+	}
 	c.Paired = paired(in)
 
 	p := in.pairs
@@ -150,14 +160,14 @@ func compare(in classInput, o Options) Class {
 		c.Withheld = fmt.Sprintf("output token counts differ in %d of %d pairs, so output rate and per-request speed are not compared like for like", p.TokenMismatches, p.BothCompleted)
 		return c
 	}
-	switch {
-	case math.IsNaN(float64(c.OutputRateRatio)) || math.IsInf(float64(c.OutputRateRatio), 0):
-	case math.Abs(float64(c.OutputRateRatio)-1) <= o.RateTolerance:
-		c.OutputRateVerdict, c.OutputRateCase = NoDifference, "tie"
-	case c.OutputRateRatio > 1:
-		c.OutputRateVerdict, c.OutputRateCase = Higher, "a_fell_behind"
-	default:
-		c.OutputRateVerdict, c.OutputRateCase = Lower, "b_fell_behind"
+	c.OutputRateCase = rateCase
+	switch rateCase {
+	case OutputRateTie:
+		c.OutputRateVerdict = NoDifference
+	case OutputRateAFellBehind:
+		c.OutputRateVerdict = Higher
+	case OutputRateBFellBehind:
+		c.OutputRateVerdict = Lower
 	}
 	c.PerRequestSpeedVerdict = direction(difference(a.speed, b.speed, 0.5), Lower, Higher)
 	if c.PerRequestSpeedVerdict != InsufficientData && small(c.Arms[exporter.ConfigA].PerRequestOutputTokensPerSecondP50, c.Arms[exporter.ConfigB].PerRequestOutputTokensPerSecondP50, o.MinEffect) {
@@ -171,7 +181,39 @@ func small(a, b Float, effect float64) bool {
 	return math.Abs(float64(b-a)) < effect*math.Abs(float64(a))
 }
 
-func arm(in armInput) Arm {
+// outputRateCase reads the case of two output rates that share their
+// window's edges from B's rate over A's; empty when the ratio is undefined.
+func outputRateCase(ratio, tolerance float64) string {
+	switch {
+	case math.IsNaN(ratio) || math.IsInf(ratio, 0):
+		return ""
+	case math.Abs(ratio-1) <= tolerance:
+		return OutputRateTie
+	case ratio > 1:
+		return OutputRateAFellBehind
+	}
+	return OutputRateBFellBehind
+}
+
+func steadyState(k KeepUpResult) *SteadyState {
+	s := &SteadyState{
+		Start:                        k.Window.Start,
+		End:                          k.Window.End,
+		WarmUpSeconds:                Float(k.WarmUp.Seconds()),
+		Requests:                     map[string]int{},
+		ArrivalOutputTokensPerSecond: map[string]Float{},
+		TooShort:                     k.TooShortReason(),
+	}
+	for config, a := range k.Arms {
+		s.Requests[config] = a.Requests
+		s.ArrivalOutputTokensPerSecond[config] = Float(a.ArrivalTokensPerSecond)
+	}
+	return s
+}
+
+// arm is the figures of one arm, named config, on one class; k, when not
+// nil, holds its steady-state delivery.
+func arm(in armInput, k *KeepUpResult, config string) Arm {
 	q := func(d distribution, q float64) Float {
 		if d == nil {
 			return Float(math.NaN())
@@ -184,6 +226,10 @@ func arm(in armInput) Arm {
 		}
 		return d.quantileCI(q, level)
 	}
+	steadyRate := Float(math.NaN())
+	if k != nil {
+		steadyRate = Float(k.Arms[config].OutputTokensPerSecond)
+	}
 	return Arm{
 		Completed:                            in.completed,
 		TTFTP50Seconds:                       q(in.ttft, 0.5),
@@ -194,6 +240,7 @@ func arm(in armInput) Arm {
 		TTFTP99CISeconds:                     ci(in.ttft, 0.99),
 		OutputTokens:                         Float(in.outputTokens),
 		OutputTokensPerSecond:                Float(in.outputTokens / in.seconds),
+		SteadyOutputTokensPerSecond:          steadyRate,
 		PerRequestOutputTokensPerSecondP50:   q(in.speed, 0.5),
 		PerRequestOutputTokensPerSecondP50CI: ci(in.speed, 0.5),
 		ITLP50Seconds:                        q(in.itl, 0.5),

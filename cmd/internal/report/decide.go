@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/kestrelops/tandem/exporter"
 )
@@ -35,6 +36,11 @@ func (r *Report) decide(ev evidence, o Options, mirrored map[string]float64) {
 	}
 	if rateTie {
 		r.change = append(r.change, "A load at which one arm falls behind the arrivals, to support a capacity claim.")
+	}
+	for _, c := range r.Classes {
+		if c.OutputRateCase == OutputRateTooShort {
+			r.change = append(r.change, fmt.Sprintf("A longer run of class %s, whose steady-state window lasts at least %d warm-ups and holds %d completed requests per arm, to judge whether both arms kept up.", c.Class, minSteadyWarmUps, minSteadyRequests))
+		}
 	}
 
 	r.decision = append(r.decision, r.mixedSentence(mirrored))
@@ -73,13 +79,8 @@ func displayName(class string) string {
 func classSentence(name string, c Class) string {
 	a, b := c.Arms[exporter.ConfigA], c.Arms[exporter.ConfigB]
 	var parts []string
-	switch c.OutputRateVerdict {
-	case Higher:
-		parts = append(parts, fmt.Sprintf("B raised the system output rate (%s vs %s tokens/s, %s; A fell behind the arrivals)", rate(b.OutputTokensPerSecond), rate(a.OutputTokensPerSecond), signedPercent(float64(c.OutputRateRatio)-1)))
-	case Lower:
-		parts = append(parts, fmt.Sprintf("B lowered the system output rate (%s vs %s tokens/s, %s; B fell behind the arrivals)", rate(b.OutputTokensPerSecond), rate(a.OutputTokensPerSecond), signedPercent(float64(c.OutputRateRatio)-1)))
-	case NoDifference:
-		parts = append(parts, fmt.Sprintf("system output rates tie (%s vs %s tokens/s): both arms kept up with the same arrivals, so no capacity claim can be made", rate(b.OutputTokensPerSecond), rate(a.OutputTokensPerSecond)))
+	if p := rateClause(c); p != "" {
+		parts = append(parts, p)
 	}
 	d, ci := float64(c.TTFTP95DifferenceSeconds), c.TTFTP95DifferenceCISeconds
 	switch c.TTFTP95Verdict {
@@ -104,6 +105,31 @@ func classSentence(name string, c Class) string {
 		return s + strings.Join(parts, "; ") + "; no other claim, because " + c.Withheld + "."
 	}
 	return s + strings.Join(parts, "; ") + "."
+}
+
+// rateClause states the output rate comparison of one class: the system
+// output rates as defined, and the rates the keeping-up judgement compares.
+func rateClause(c Class) string {
+	a, b := c.Arms[exporter.ConfigA], c.Arms[exporter.ConfigB]
+	system := fmt.Sprintf("%s vs %s tokens/s", rate(b.OutputTokensPerSecond), rate(a.OutputTokensPerSecond))
+	judged := "over the same query window"
+	if c.SteadyState != nil {
+		judged = fmt.Sprintf("steady-state rates %s vs %s tokens/s", rate(b.SteadyOutputTokensPerSecond), rate(a.SteadyOutputTokensPerSecond))
+	}
+	switch c.OutputRateCase {
+	case OutputRateAFellBehind:
+		return fmt.Sprintf("B raised the system output rate (%s, %s; %s: A fell behind the arrivals)", system, signedPercent(float64(c.OutputRateRatio)-1), judged)
+	case OutputRateBFellBehind:
+		return fmt.Sprintf("B lowered the system output rate (%s, %s; %s: B fell behind the arrivals)", system, signedPercent(float64(c.OutputRateRatio)-1), judged)
+	case OutputRateTie:
+		if c.SteadyState == nil {
+			return fmt.Sprintf("system output rates tie over the query window (%s): both arms kept up with the same arrivals, so no capacity claim can be made", system)
+		}
+		return fmt.Sprintf("system output rates tie in the steady state (%s; %s from first request start to last response end, which holds each arm's ramp-up and drain): both arms kept up with the same arrivals, so no capacity claim can be made", judged, system)
+	case OutputRateTooShort:
+		return fmt.Sprintf("the run is too short to judge capacity (system output rates %s from first request start to last response end, which holds each arm's ramp-up and drain; %s)", system, c.SteadyState.TooShort)
+	}
+	return ""
 }
 
 // crossClass names, for each measure, the verdict every class with data
@@ -189,17 +215,33 @@ func checks(c Class, o Options) string {
 	} else {
 		s = append(s, fmt.Sprintf("token parity fails (%d output-token mismatches)", p.TokenMismatches))
 	}
-	switch c.OutputRateCase {
-	case "tie":
-		s = append(s, fmt.Sprintf("output rates tie within %s: both arms kept up, so no capacity claim can be made; per-request speed still separates them", percent(o.RateTolerance)))
-	case "a_fell_behind", "b_fell_behind":
-		behind := exporter.ConfigA
-		if c.OutputRateCase == "b_fell_behind" {
-			behind = exporter.ConfigB
-		}
-		s = append(s, fmt.Sprintf("output rates differ by %s, beyond the %s tie tolerance: %s fell behind, a capacity difference at this load", percent(math.Abs(float64(c.OutputRateRatio)-1)), percent(o.RateTolerance), behind))
+	if r := rateCheck(c, o); r != "" {
+		s = append(s, r)
 	}
 	return c.Class + ": " + strings.Join(s, "; ") + "."
+}
+
+// rateCheck states what the keeping-up judgement of one class compared.
+func rateCheck(c Class, o Options) string {
+	judged, ratio := "output rates over the same query window", float64(c.OutputRateRatio)
+	if st := c.SteadyState; st != nil {
+		judged = fmt.Sprintf("steady-state output rates (%s window from %s to %s, after a %s warm-up)",
+			seconds(st.End.Sub(st.Start).Seconds()), st.Start.Format(time.RFC3339), st.End.Format(time.RFC3339), seconds(float64(st.WarmUpSeconds)))
+		ratio = float64(c.SteadyOutputRateRatio)
+	}
+	switch c.OutputRateCase {
+	case OutputRateTie:
+		return fmt.Sprintf("%s tie within %s: both arms kept up, so no capacity claim can be made; per-request speed still separates them", judged, percent(o.RateTolerance))
+	case OutputRateAFellBehind, OutputRateBFellBehind:
+		behind := exporter.ConfigA
+		if c.OutputRateCase == OutputRateBFellBehind {
+			behind = exporter.ConfigB
+		}
+		return fmt.Sprintf("%s differ by %s, beyond the %s tie tolerance: %s fell behind (its backlog grew), a capacity difference at this load", judged, percent(math.Abs(ratio-1)), percent(o.RateTolerance), behind)
+	case OutputRateTooShort:
+		return "output rates not judged, because " + c.SteadyState.TooShort
+	}
+	return ""
 }
 
 func percent(x float64) string { return fmt.Sprintf("%.1f%%", 100*x) }

@@ -116,6 +116,7 @@ func FromPrometheus(ctx context.Context, api v1.API, window time.Duration, end t
 		"Quantiles: interpolated within the native histogram bucket that holds the rank, as histogram_quantile does; 95% intervals from order statistics (binomial), widened to bucket bounds.",
 		"Mix: class histograms merged bucket by bucket, as PromQL's sum does.",
 		"System output rate: increase of " + exporter.MetricOutputTokens + " over the window divided by the window.",
+		fmt.Sprintf("Kept up: judged on both arms' output rates over the same query window; taken during live traffic, the window's edges fall alike on both arms, so rates within %s tie (both kept up: no capacity claim) and a rate lower beyond that means that arm fell behind. A window that holds the start or the end of the traffic favours the arm with faster streams.", percent(o.RateTolerance)),
 		"Per-request output speed p50: 1 / inter-token latency p50 (" + exporter.MetricInterTokenLatency + "), a monotonic transform of the same per-request quantity.",
 		"TTFT p95 difference: B - A; its interval subtracts each arm's 97.5% interval, so it covers with at least 95%.",
 		"Paired: " + exporter.MetricTTFTDifference + "; B faster is the share of pairs in buckets below zero (the zero bucket holds ties); Wilson 95% interval.",

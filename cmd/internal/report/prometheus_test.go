@@ -227,9 +227,11 @@ func TestFromPrometheus(t *testing.T) {
 		t.Errorf("window = %+v", r.Window)
 	}
 	wantContains(t, "decision", r.Decision,
-		"fresh: B raised the system output rate (920 vs 800 tokens/s",
+		"fresh: B raised the system output rate (920 vs 800 tokens/s, +15.0%; over the same query window: A fell behind the arrivals)",
 		"For the observed traffic mix (fresh 50.0%, repeated_prefix 50.0%)",
 		"This holds for this mix only: TTFT p95 changes direction between classes")
+	wantContains(t, "because", r.Because, "output rates over the same query window differ by 15.0%, beyond the 2.0% tie tolerance: A fell behind")
+	wantNotContains(t, "report", render(t, r, "text"), "steady-state")
 	wantContains(t, "warnings", strings.Join(r.Validity.Warnings, "\n"), "4.8% of sampled requests were skipped")
 	wantContains(t, "definitions", strings.Join(r.Definitions, "\n"), "1 / inter-token latency p50")
 }

@@ -105,6 +105,8 @@ func FromRecords(recs []record.Record, o Options) (*Report, error) {
 			}
 		}
 		in.diffs = newSamples(diffs)
+		k := KeepUp(append(slices.Clone(arms[0]), arms[1]...), o.RateTolerance)
+		in.keepUp = &k
 		return in
 	}
 
@@ -130,6 +132,7 @@ func FromRecords(recs []record.Record, o Options) (*Report, error) {
 		"TTFT: from tandem handing the request to the upstream to the first frame carrying output.",
 		"Quantiles: nearest-rank order statistics of the individual timings; 95% intervals from order statistics (binomial), distribution-free.",
 		"System output rate: output tokens of completed requests divided by the time from the arm's first request start to its last response end, per class and for the mix.",
+		fmt.Sprintf("Kept up: judged on a steady-state window common to both arms, from the first request start plus a warm-up (the larger of the arms' p95 request durations) to the last request start, so that neither the ramp-up nor the drain of slower streams counts; each completed request's output tokens count as delivered evenly from its first to its last output frame. Steady-state rates within %s of each other tie (both kept up: no capacity claim); a rate lower beyond that means that arm fell behind (its backlog grew); a window shorter than %d warm-ups or with fewer than %d completed requests per arm is too short to judge.", percent(o.RateTolerance), minSteadyWarmUps, minSteadyRequests),
 		"Per-request output speed: (output tokens - 1) / (last output frame - first output frame) of one request.",
 		"TTFT p95 difference: B - A; its interval subtracts each arm's 97.5% interval, so it covers with at least 95%.",
 		"Paired: pairs both arms completed, joined by pair ID; B faster when its first token came first; Wilson 95% interval.",

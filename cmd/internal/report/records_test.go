@@ -55,14 +55,16 @@ type jsonReport struct {
 	Classes []struct {
 		Class string `json:"class"`
 		Arms  map[string]struct {
-			Completed     int        `json:"completed"`
-			TTFTP95       float64    `json:"ttft_p95_seconds"`
-			TTFTP95CI     [2]float64 `json:"ttft_p95_ci_seconds"`
-			OutputRate    float64    `json:"output_tokens_per_second"`
-			PerRequestP50 float64    `json:"per_request_output_tokens_per_second_p50"`
+			Completed        int        `json:"completed"`
+			TTFTP95          float64    `json:"ttft_p95_seconds"`
+			TTFTP95CI        [2]float64 `json:"ttft_p95_ci_seconds"`
+			OutputRate       float64    `json:"output_tokens_per_second"`
+			SteadyOutputRate float64    `json:"steady_output_tokens_per_second"`
+			PerRequestP50    float64    `json:"per_request_output_tokens_per_second_p50"`
 		} `json:"arms"`
 		TTFTVerdict  string  `json:"ttft_p95_verdict"`
 		RateVerdict  string  `json:"output_rate_verdict"`
+		RateCase     string  `json:"output_rate_case"`
 		SpeedVerdict string  `json:"per_request_speed_verdict"`
 		TTFTDiff     float64 `json:"ttft_p95_difference_seconds"`
 		Paired       struct {
@@ -122,8 +124,11 @@ func TestSeedQuestion(t *testing.T) {
 		if a.Completed != 400 || b.Completed != 400 || c.Paired.Pairs != 400 || !near(c.Paired.Median, w.diff) {
 			t.Errorf("%s: completed %d/%d, pairs %d, median %g", c.Class, a.Completed, b.Completed, c.Paired.Pairs, c.Paired.Median)
 		}
-		if c.RateVerdict != Higher || c.SpeedVerdict != Higher {
-			t.Errorf("%s: output rate verdict %q, per-request speed verdict %q, want higher", c.Class, c.RateVerdict, c.SpeedVerdict)
+		if c.RateVerdict != Higher || c.RateCase != OutputRateAFellBehind || c.SpeedVerdict != Higher {
+			t.Errorf("%s: output rate verdict %q (%q), per-request speed verdict %q, want higher (a_fell_behind), higher", c.Class, c.RateVerdict, c.RateCase, c.SpeedVerdict)
+		}
+		if a, b := c.Arms[exporter.ConfigA].SteadyOutputRate, c.Arms[exporter.ConfigB].SteadyOutputRate; b <= a*(1+DefaultOptions().RateTolerance) {
+			t.Errorf("%s: steady-state output rate A %g, B %g; want B higher beyond the tolerance: A fell behind", c.Class, a, b)
 		}
 	}
 	if got := j.Classes[0].TTFTVerdict; got != Slower {

@@ -90,10 +90,18 @@ type Class struct {
 	TTFTP95DifferenceCISeconds Interval `json:"ttft_p95_difference_ci_seconds"`
 	TTFTP95Verdict             string   `json:"ttft_p95_verdict"`
 	// OutputRateRatio is B's system output rate over A's.
-	OutputRateRatio   Float  `json:"output_rate_ratio"`
-	OutputRateVerdict string `json:"output_rate_verdict"`
-	// OutputRateCase is "tie" when both arms kept up with the same arrivals,
-	// "a_fell_behind" or "b_fell_behind" otherwise, empty when unknown.
+	OutputRateRatio Float `json:"output_rate_ratio"`
+	// SteadyOutputRateRatio is B's steady-state output rate over A's; null
+	// when the source has no steady-state window.
+	SteadyOutputRateRatio Float `json:"steady_output_rate_ratio"`
+	// SteadyState is the window the records source judges keeping up on;
+	// absent for the Prometheus source, which judges on the query window.
+	SteadyState       *SteadyState `json:"steady_state,omitempty"`
+	OutputRateVerdict string       `json:"output_rate_verdict"`
+	// OutputRateCase is OutputRateTie when both arms kept up with the same
+	// arrivals, OutputRateAFellBehind or OutputRateBFellBehind when one
+	// delivered less, OutputRateTooShort when the run cannot tell, and empty
+	// when the data withholds the comparison.
 	OutputRateCase         string `json:"output_rate_case,omitempty"`
 	PerRequestSpeedVerdict string `json:"per_request_speed_verdict"`
 	Paired                 Paired `json:"paired"`
@@ -116,10 +124,27 @@ type Arm struct {
 	TTFTP99CISeconds                     Interval `json:"ttft_p99_ci_seconds"`
 	OutputTokens                         Float    `json:"output_tokens"`
 	OutputTokensPerSecond                Float    `json:"output_tokens_per_second"`
+	SteadyOutputTokensPerSecond          Float    `json:"steady_output_tokens_per_second"`
 	PerRequestOutputTokensPerSecondP50   Float    `json:"per_request_output_tokens_per_second_p50"`
 	PerRequestOutputTokensPerSecondP50CI Interval `json:"per_request_output_tokens_per_second_p50_ci"`
 	ITLP50Seconds                        Float    `json:"itl_p50_seconds"`
 	ITLP95Seconds                        Float    `json:"itl_p95_seconds"`
+}
+
+// SteadyState is the steady-state window of KeepUp: from the first request
+// start plus the warm-up to the last request start.
+type SteadyState struct {
+	Start         time.Time `json:"start"`
+	End           time.Time `json:"end"`
+	WarmUpSeconds Float     `json:"warm_up_seconds"`
+	// Requests counts each arm's completed requests started in the window.
+	Requests map[string]int `json:"requests"`
+	// ArrivalOutputTokensPerSecond is each arm's output tokens of the
+	// completed requests started in the window, over its length: the rate
+	// an arm that kept up delivers.
+	ArrivalOutputTokensPerSecond map[string]Float `json:"arrival_output_tokens_per_second"`
+	// TooShort says why the window cannot judge capacity.
+	TooShort string `json:"too_short,omitempty"`
 }
 
 // Paired is the evidence from the same request on both arms.

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -115,8 +116,13 @@ func tableRows(c Class) [][]string {
 	if c.OutputRateCase != "" {
 		rateVerdict += " (" + c.OutputRateCase + ")"
 	}
+	systemVerdict, steady := rateVerdict, []string(nil)
+	if c.SteadyState != nil {
+		systemVerdict = ""
+		steady = []string{"steady-state output tokens/s", rate(a.SteadyOutputTokensPerSecond), rate(b.SteadyOutputTokensPerSecond), ratio(c.SteadyOutputRateRatio), rateVerdict}
+	}
 	diffCI := c.TTFTP95DifferenceCISeconds
-	return [][]string{
+	rows := [][]string{
 		{"completed", strconv.Itoa(a.Completed), strconv.Itoa(b.Completed), "", ""},
 		{"TTFT p50 [95% CI]", withCI(a.TTFTP50Seconds, a.TTFTP50CISeconds), withCI(b.TTFTP50Seconds, b.TTFTP50CISeconds), "", ""},
 		{"TTFT p95 [95% CI]", withCI(a.TTFTP95Seconds, a.TTFTP95CISeconds), withCI(b.TTFTP95Seconds, b.TTFTP95CISeconds),
@@ -124,10 +130,20 @@ func tableRows(c Class) [][]string {
 		{"TTFT p99 [95% CI]", withCI(a.TTFTP99Seconds, a.TTFTP99CISeconds), withCI(b.TTFTP99Seconds, b.TTFTP99CISeconds), "", ""},
 		{"ITL p50", seconds(float64(a.ITLP50Seconds)), seconds(float64(b.ITLP50Seconds)), "", ""},
 		{"ITL p95", seconds(float64(a.ITLP95Seconds)), seconds(float64(b.ITLP95Seconds)), "", ""},
-		{"system output tokens/s", rate(a.OutputTokensPerSecond), rate(b.OutputTokensPerSecond), "x" + strconv.FormatFloat(float64(c.OutputRateRatio), 'f', 3, 64), rateVerdict},
-		{"per-request tokens/s p50 [95% CI]", speedCI(a.PerRequestOutputTokensPerSecondP50, a.PerRequestOutputTokensPerSecondP50CI),
-			speedCI(b.PerRequestOutputTokensPerSecondP50, b.PerRequestOutputTokensPerSecondP50CI), "", c.PerRequestSpeedVerdict},
+		{"system output tokens/s", rate(a.OutputTokensPerSecond), rate(b.OutputTokensPerSecond), ratio(c.OutputRateRatio), systemVerdict},
 	}
+	if steady != nil {
+		rows = append(rows, steady)
+	}
+	return append(rows, []string{"per-request tokens/s p50 [95% CI]", speedCI(a.PerRequestOutputTokensPerSecondP50, a.PerRequestOutputTokensPerSecondP50CI),
+		speedCI(b.PerRequestOutputTokensPerSecondP50, b.PerRequestOutputTokensPerSecondP50CI), "", c.PerRequestSpeedVerdict})
+}
+
+func ratio(x Float) string {
+	if math.IsNaN(float64(x)) || math.IsInf(float64(x), 0) {
+		return "n/a"
+	}
+	return "x" + strconv.FormatFloat(float64(x), 'f', 3, 64)
 }
 
 func pairedLine(c Class) string {
