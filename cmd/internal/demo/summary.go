@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/kestrelops/tandem/cmd/internal/loadgen"
+	"github.com/kestrelops/tandem/cmd/internal/report"
 	"github.com/kestrelops/tandem/exporter"
 	"github.com/kestrelops/tandem/proxy/record"
 )
@@ -39,11 +40,22 @@ type Summary struct {
 	// AverageOfClassP95 is the wrong number: the mean of the class p95s,
 	// printed beside the merged p95 to show why dashboards never average.
 	AverageOfClassP95 map[string]float64 `json:"average_of_class_p95_seconds"`
+	// OutputRateCase says whether both arms kept up with all the traffic,
+	// judged by report.KeepUp on its steady-state window: one of
+	// report.OutputRateTie, OutputRateAFellBehind, OutputRateBFellBehind,
+	// OutputRateTooShort.
+	OutputRateCase string `json:"output_rate_case"`
+	// SteadyOutputRate is each arm's output rate over all traffic in that
+	// window, by arm; an arm without one is left out.
+	SteadyOutputRate map[string]float64 `json:"steady_output_tokens_per_second"`
+
+	keepUp report.KeepUpResult
 }
 
 // Summarize computes the summary from tandem's per-request records of A and B.
 func Summarize(recs []record.Record) *Summary {
 	groups := map[string]map[string][]record.Record{}
+	var mirrored []record.Record
 	add := func(class, config string, r record.Record) {
 		if groups[class] == nil {
 			groups[class] = map[string][]record.Record{}
@@ -56,8 +68,16 @@ func Summarize(recs []record.Record) *Summary {
 		}
 		add(r.Class, r.Config, r)
 		add(Mixed, r.Config, r)
+		mirrored = append(mirrored, r)
 	}
-	s := &Summary{Classes: map[string]map[string]ArmSummary{}, AverageOfClassP95: map[string]float64{}}
+	s := &Summary{Classes: map[string]map[string]ArmSummary{}, AverageOfClassP95: map[string]float64{}, SteadyOutputRate: map[string]float64{}}
+	s.keepUp = report.KeepUp(mirrored, report.DefaultOptions().RateTolerance)
+	s.OutputRateCase = s.keepUp.Case
+	for arm, a := range s.keepUp.Arms {
+		if !math.IsNaN(a.OutputTokensPerSecond) && !math.IsInf(a.OutputTokensPerSecond, 0) {
+			s.SteadyOutputRate[arm] = a.OutputTokensPerSecond
+		}
+	}
 	for class, arms := range groups {
 		s.Classes[class] = map[string]ArmSummary{}
 		for _, arm := range exporter.Arms {
@@ -161,28 +181,35 @@ func (s *Summary) WriteText(w io.Writer) {
 			fmt.Fprintf(w, "  %s: %s ms   (WRONG: the average of the class p95s would say %s ms)\n",
 				arm, ms(mixed[arm].TTFTP95), ms(s.AverageOfClassP95[arm]))
 		}
-		a, b := mixed[exporter.ConfigA].OutputRate, mixed[exporter.ConfigB].OutputRate
 		fmt.Fprintln(w)
-		fmt.Fprintf(w, "System output rate: A %s tok/s, B %s tok/s. %s\n", num(a), num(b), rateSituation(a, b))
+		fmt.Fprintf(w, "System output rate (output tokens / first request start to last response end): A %s tok/s, B %s tok/s.\n",
+			num(mixed[exporter.ConfigA].OutputRate), num(mixed[exporter.ConfigB].OutputRate))
+		fmt.Fprintln(w, s.rateSituation())
 	}
 }
 
-// rateTieTolerance is how close two system output rates must be to tie.
-const rateTieTolerance = 0.02
-
-// rateSituation says which of the two open-loop situations the rates show.
-func rateSituation(a, b float64) string {
-	if a <= 0 || b <= 0 {
+// rateSituation says which of the open-loop situations the steady-state
+// output rates show, or why they cannot tell.
+func (s *Summary) rateSituation() string {
+	mixed := s.Classes[Mixed]
+	if mixed[exporter.ConfigA].Completed == 0 || mixed[exporter.ConfigB].Completed == 0 {
 		return "Not enough completed requests to compare."
 	}
-	if math.Abs(a-b)/math.Max(a, b) <= rateTieTolerance {
-		return "They tie: both arms received the same arrivals and kept up, so this load says nothing about capacity; per-request speed is what separates them."
+	k := s.keepUp
+	if k.Case == report.OutputRateTooShort {
+		return "Too short to judge capacity: " + k.TooShortReason() + ". The rates above count each arm's ramp-up and drain, which last longer on the arm with slower streams; run longer to judge whether both arms kept up."
 	}
-	slower := exporter.ConfigA
-	if b < a {
-		slower = exporter.ConfigB
+	steady := fmt.Sprintf("In the steady-state window (%.0f s, from first start + %.1f s warm-up, the larger p95 request duration, to last start) A delivered %s tok/s and B %s tok/s",
+		k.Seconds(), k.WarmUp.Seconds(), num(k.Arms[exporter.ConfigA].OutputTokensPerSecond), num(k.Arms[exporter.ConfigB].OutputTokensPerSecond))
+	switch k.Case {
+	case report.OutputRateTie:
+		return steady + ": they tie, so both arms kept up with the same arrivals and this load says nothing about capacity; per-request speed is what separates them."
+	case report.OutputRateAFellBehind:
+		return steady + fmt.Sprintf(": %s fell behind the arrivals (its backlog grew), a capacity difference at this load.", exporter.ConfigA)
+	case report.OutputRateBFellBehind:
+		return steady + fmt.Sprintf(": %s fell behind the arrivals (its backlog grew), a capacity difference at this load.", exporter.ConfigB)
 	}
-	return fmt.Sprintf("They differ: %s fell behind the arrivals (its backlog grew), a capacity difference at this load.", slower)
+	return "Not enough completed requests to compare."
 }
 
 // WriteJSONFile writes the summary as JSON.

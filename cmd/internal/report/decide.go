@@ -225,7 +225,7 @@ func checks(c Class, o Options) string {
 func rateCheck(c Class, o Options) string {
 	judged, ratio := "output rates over the same query window", float64(c.OutputRateRatio)
 	if st := c.SteadyState; st != nil {
-		judged = fmt.Sprintf("steady-state output rates (%s window from %s to %s, after a %s warm-up)",
+		judged = fmt.Sprintf("steady-state output rates (%s window from %s to %s, after a warm-up of %s)",
 			seconds(st.End.Sub(st.Start).Seconds()), st.Start.Format(time.RFC3339), st.End.Format(time.RFC3339), seconds(float64(st.WarmUpSeconds)))
 		ratio = float64(c.SteadyOutputRateRatio)
 	}

@@ -83,7 +83,7 @@ func (k KeepUpResult) TooShortReason() string {
 	}
 	warmUp := k.WarmUp.Seconds()
 	if s := k.Seconds(); s < minSteadyWarmUps*warmUp || s == 0 {
-		return fmt.Sprintf("the steady-state window (from the first request start plus a %s warm-up, the larger p95 request duration, to the last request start) lasts %s, less than %d warm-ups",
+		return fmt.Sprintf("the steady-state window (from the first request start plus a warm-up of %s, the larger p95 request duration, to the last request start) lasts %s, less than %d warm-ups",
 			seconds(warmUp), seconds(s), minSteadyWarmUps)
 	}
 	return fmt.Sprintf("the steady-state window holds %d completed requests of A and %d of B, fewer than the %d needed per arm",

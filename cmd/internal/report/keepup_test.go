@@ -135,7 +135,7 @@ func TestReportBothKeptUp(t *testing.T) {
 		t.Error("Regressed() = true, want false")
 	}
 	wantContains(t, "decision", r.Decision, "system output rates tie in the steady state", "from first request start to last response end, which holds each arm's ramp-up and drain", "so no capacity claim can be made")
-	wantContains(t, "because", r.Because, "steady-state output rates (51.6 s window", "after a 8.3 s warm-up) tie within 2.0%")
+	wantContains(t, "because", r.Because, "steady-state output rates (51.6 s window", "after a warm-up of 8.3 s) tie within 2.0%")
 	wantNotContains(t, "decision and because", r.Decision+r.Because, "A fell behind", "B fell behind")
 	j := decodeJSON(t, r)
 	if got := j.Classes[0].RateCase; got != OutputRateTie {
