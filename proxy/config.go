@@ -119,7 +119,7 @@ func (c Config) Validate() error {
 		}
 		return invalid("B_URL", "must be set when TANDEM_A_URL is set (set both arms or neither)")
 	}
-	if c.SampleRate < 0 || c.SampleRate > 1 {
+	if !(c.SampleRate >= 0 && c.SampleRate <= 1) { // NaN fails too
 		return invalid("SAMPLE_RATE", "must be between 0 and 1, got %g", c.SampleRate)
 	}
 	if c.SampleBy != "conversation" && c.SampleBy != "request" {
@@ -149,7 +149,7 @@ func (c Config) Validate() error {
 	if c.PrefixTTL <= 0 {
 		return invalid("PREFIX_TTL", "must be positive, got %s", c.PrefixTTL)
 	}
-	if c.RepeatMinFraction <= 0 || c.RepeatMinFraction > 1 {
+	if !(c.RepeatMinFraction > 0 && c.RepeatMinFraction <= 1) { // NaN fails too
 		return invalid("REPEAT_MIN_FRACTION", "must be greater than 0 and at most 1, got %g", c.RepeatMinFraction)
 	}
 	if c.RepeatMinBytes < 0 {
