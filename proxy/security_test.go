@@ -137,7 +137,7 @@ func TestPromptNeverLeaves(t *testing.T) {
 	r := newRig(t, testupstream.Script{}, testupstream.Script{Status: 500}, testupstream.Script{Tokens: 4, CutAfter: 1},
 		map[string]string{"TANDEM_CLASS_HEADER": "X-Class", "TANDEM_EXTRA_CLASSES": "batch", "TANDEM_SAMPLE_KEY_HEADER": "X-Conversation"})
 	var logs syncBuffer
-	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	logger := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	path := filepath.Join(t.TempDir(), "records.jsonl")
 	records, err := record.NewWriter(path, 1<<20, 1)
 	if err != nil {
@@ -145,8 +145,8 @@ func TestPromptNeverLeaves(t *testing.T) {
 	}
 	// Before the first request: the rig's server logs nowhere and records
 	// nothing.
-	r.server.log, r.server.records = log, records
-	r.server.reverse.ErrorLog = slog.NewLogLogger(log.Handler(), slog.LevelDebug)
+	r.server.log, r.server.records = logger, records
+	r.server.reverse.ErrorLog = slog.NewLogLogger(logger.Handler(), slog.LevelDebug)
 
 	body := `{"model":"m","stream":true,"messages":[{"role":"user","content":"` + canary + ` please"}]}`
 	hostile := http.Header{"X-Class": {canary}, "X-Conversation": {canary}}
