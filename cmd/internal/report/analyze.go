@@ -202,6 +202,7 @@ func steadyState(k KeepUpResult) *SteadyState {
 		WarmUpSeconds:                Float(k.WarmUp.Seconds()),
 		Requests:                     map[string]int{},
 		ArrivalOutputTokensPerSecond: map[string]Float{},
+		EdgeNoise:                    Float(k.EdgeNoise),
 		TooShort:                     k.TooShortReason(),
 	}
 	for config, a := range k.Arms {

@@ -237,7 +237,11 @@ func rateCheck(c Class, o Options) string {
 		if c.OutputRateCase == OutputRateBFellBehind {
 			behind = exporter.ConfigB
 		}
-		return fmt.Sprintf("%s differ by %s, beyond the %s tie tolerance: %s fell behind (its backlog grew), a capacity difference at this load", judged, percent(math.Abs(ratio-1)), percent(o.RateTolerance), behind)
+		noise := ""
+		if st := c.SteadyState; st != nil {
+			noise = fmt.Sprintf(" and the %s the window's edges can make by chance", percent(float64(st.EdgeNoise)))
+		}
+		return fmt.Sprintf("%s differ by %s, beyond the %s tie tolerance%s: %s fell behind (its backlog grew), a capacity difference at this load", judged, percent(math.Abs(ratio-1)), percent(o.RateTolerance), noise, behind)
 	case OutputRateTooShort:
 		return "output rates not judged, because " + c.SteadyState.TooShort
 	}

@@ -48,6 +48,12 @@ type KeepUpResult struct {
 	// Arms holds each arm's figures over Window, by exporter.ConfigA and
 	// exporter.ConfigB.
 	Arms map[string]SteadyArm
+	// EdgeNoise is how far, relative to A's steady-state rate, B's can lie
+	// from it by chance when both kept up: two standard deviations of the
+	// difference that the requests straddling the window's edges make,
+	// estimated from each request's delivered tokens inside the window on
+	// B minus on A (shot noise of the arrivals). NaN without a window.
+	EdgeNoise float64
 }
 
 // SteadyArm is one arm's delivery over the steady-state window.
@@ -86,8 +92,14 @@ func (k KeepUpResult) TooShortReason() string {
 		return fmt.Sprintf("the steady-state window (from the first request start plus a warm-up of %s, the larger p95 request duration, to the last request start) lasts %s, less than %d warm-ups",
 			seconds(warmUp), seconds(s), minSteadyWarmUps)
 	}
-	return fmt.Sprintf("the steady-state window holds %d completed requests of A and %d of B, fewer than the %d needed per arm",
-		k.Arms[exporter.ConfigA].Requests, k.Arms[exporter.ConfigB].Requests, minSteadyRequests)
+	a, b := k.Arms[exporter.ConfigA].Requests, k.Arms[exporter.ConfigB].Requests
+	if a < minSteadyRequests || b < minSteadyRequests {
+		return fmt.Sprintf("the steady-state window holds %d completed requests of A and %d of B, fewer than the %d needed per arm", a, b, minSteadyRequests)
+	}
+	if r := k.Ratio(); math.IsNaN(r) || math.IsInf(r, 0) {
+		return "an arm delivered no output tokens in the steady-state window"
+	}
+	return fmt.Sprintf("the steady-state rates differ by %s, within the %s that the requests straddling the window's edges can make by chance", signedPercent(k.Ratio()-1), percent(k.EdgeNoise))
 }
 
 // KeepUp judges, from the records of one class or of the mix, whether both
@@ -95,8 +107,11 @@ func (k KeepUpResult) TooShortReason() string {
 // streams takes longer to ramp up and to drain, which lowers its output rate
 // from first start to last end even when its backlog never grew; so the
 // judgement compares the rates delivered in the steady-state window. Rates
-// within tolerance (relative to A's) tie; a rate lower beyond it means that
-// arm fell behind. Records of other configs are ignored.
+// within tolerance (relative to A's) tie: no capacity claim. A rate lower
+// beyond it means that arm fell behind, a capacity claim made only when the
+// difference also exceeds EdgeNoise; otherwise the window is too short to
+// tell. Records of other configs are ignored; A and B records of one
+// mirrored request are joined by pair ID.
 func KeepUp(recs []record.Record, tolerance float64) KeepUpResult {
 	var arms [2][]record.Record
 	for _, r := range recs {
@@ -104,7 +119,7 @@ func KeepUp(recs []record.Record, tolerance float64) KeepUpResult {
 			arms[side] = append(arms[side], r)
 		}
 	}
-	k := KeepUpResult{Case: OutputRateTooShort, Arms: map[string]SteadyArm{}}
+	k := KeepUpResult{Case: OutputRateTooShort, Arms: map[string]SteadyArm{}, EdgeNoise: math.NaN()}
 	if len(arms[0]) == 0 || len(arms[1]) == 0 {
 		for _, config := range exporter.Arms {
 			k.Arms[config] = SteadyArm{OutputTokensPerSecond: math.NaN(), ArrivalTokensPerSecond: math.NaN()}
@@ -129,10 +144,39 @@ func KeepUp(recs []record.Record, tolerance float64) KeepUpResult {
 	if !enough {
 		return k
 	}
-	if c := outputRateCase(k.Ratio(), tolerance); c != "" {
+	k.EdgeNoise = edgeNoise(arms, k.Window) / k.Arms[exporter.ConfigA].OutputTokensPerSecond
+	c := outputRateCase(k.Ratio(), tolerance)
+	if c == OutputRateTie || (c != "" && math.Abs(k.Ratio()-1) > k.EdgeNoise) {
 		k.Case = c
 	}
 	return k
+}
+
+// edgeNoise is two standard deviations of B's minus A's tokens per second
+// delivered in w when both kept up. Only requests that straddle an edge of
+// w on one arm differ; by Campbell's theorem for Poisson arrivals the
+// variance of the sum is estimated by the sum of the squared per-request
+// differences.
+func edgeNoise(arms [2][]record.Record, w Window) float64 {
+	diff := map[string]float64{}
+	for side, recs := range arms {
+		sign := float64(2*side - 1)
+		for i, r := range recs {
+			if r.Outcome != exporter.OutcomeCompleted {
+				continue
+			}
+			id := r.PairID
+			if id == "" {
+				id = fmt.Sprintf("unpaired %d %d", side, i)
+			}
+			diff[id] += sign * float64(r.OutputTokens) * shareInside(outputSpan(r), w)
+		}
+	}
+	variance := 0.0
+	for _, d := range diff {
+		variance += d * d
+	}
+	return 2 * math.Sqrt(variance) / w.End.Sub(w.Start).Seconds()
 }
 
 // steady is one arm's delivery over w.

@@ -3,6 +3,7 @@ package report
 import (
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"strings"
 	"testing"
 	"time"
@@ -169,7 +170,7 @@ func TestReportFellBehind(t *testing.T) {
 				t.Errorf("Regressed() = %v", got)
 			}
 			wantContains(t, "decision", r.Decision, tc.behind, tc.name+" fell behind the arrivals")
-			wantContains(t, "because", r.Because, "beyond the 2.0% tie tolerance: "+tc.name+" fell behind (its backlog grew)")
+			wantContains(t, "because", r.Because, "beyond the 2.0% tie tolerance and the ", "the window's edges can make by chance: "+tc.name+" fell behind (its backlog grew)")
 		})
 	}
 }
@@ -188,5 +189,68 @@ func TestReportTooShort(t *testing.T) {
 	wantContains(t, "what would change it", r.WhatWouldChangeIt, "A longer run of class fresh")
 	if got := decodeJSON(t, r).Classes[0].RateCase; got != OutputRateTooShort {
 		t.Errorf("JSON output_rate_case = %q, want too_short", got)
+	}
+}
+
+// One heavy request straddling the window's end makes B's steady-state
+// rate higher by more than the tolerance, by chance alone: both arms kept
+// up, and the edge noise says the window cannot tell.
+func TestKeepUpWithinEdgeNoise(t *testing.T) {
+	recs := mirroredRun(40, time.Second, bothKeptUp)
+	for i := range recs {
+		if recs[i].PairID == "38" {
+			recs[i].OutputTokens = 5000
+		}
+	}
+	k := KeepUp(recs, 0.02)
+	if r := k.Ratio(); r-1 <= 0.02 {
+		t.Fatalf("ratio = %g; the fixture must differ beyond the tolerance", r)
+	}
+	if k.Case != OutputRateTooShort || k.Ratio()-1 >= k.EdgeNoise {
+		t.Errorf("case %q, ratio %g, edge noise %g; want too_short within the noise", k.Case, k.Ratio(), k.EdgeNoise)
+	}
+	wantContains(t, "too short reason", k.TooShortReason(), "that the requests straddling the window's edges can make by chance")
+}
+
+// poissonRun is a minute of Poisson arrivals at 8 requests/s with 90 to 210
+// output tokens, mirrored to A and B; A decodes at 45 ms a token, B at 26,
+// and A's responses take growth seconds longer per second of the run.
+func poissonRun(seed uint64, growth float64) []record.Record {
+	rng := rand.New(rand.NewPCG(seed, 1))
+	var out []record.Record
+	for i, at := 0, 0.0; at < 60; i, at = i+1, at+rng.ExpFloat64()/8 {
+		tokens := 90 + rng.IntN(121)
+		for side, config := range exporter.Arms {
+			last := 0.2 + [2]float64{0.045, 0.026}[side]*float64(tokens) + float64(1-side)*growth*at
+			out = append(out, record.Record{
+				Start: t0.Add(time.Duration(at * float64(time.Second))), Config: config, Class: exporter.ClassFresh,
+				PairID: fmt.Sprint(i), Outcome: exporter.OutcomeCompleted, FirstToken: true,
+				TTFTSeconds: 0.2, LastTokenSeconds: last, DurationSeconds: last + 0.01, OutputTokens: tokens,
+			})
+		}
+	}
+	return out
+}
+
+func TestKeepUpPoisson(t *testing.T) {
+	const runs = 200
+	for _, tc := range []struct {
+		name    string
+		growth  float64
+		want    string
+		atLeast int
+	}{
+		{"both kept up", 0, OutputRateTie, runs * 95 / 100},
+		{"A's backlog grew", 0.1, OutputRateAFellBehind, runs * 90 / 100},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cases := map[string]int{}
+			for seed := range uint64(runs) {
+				cases[KeepUp(poissonRun(seed, tc.growth), 0.02).Case]++
+			}
+			if cases[tc.want] < tc.atLeast {
+				t.Errorf("cases over %d seeded runs = %v, want %s in at least %d", runs, cases, tc.want, tc.atLeast)
+			}
+		})
 	}
 }

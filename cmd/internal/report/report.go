@@ -143,6 +143,9 @@ type SteadyState struct {
 	// completed requests started in the window, over its length: the rate
 	// an arm that kept up delivers.
 	ArrivalOutputTokensPerSecond map[string]Float `json:"arrival_output_tokens_per_second"`
+	// EdgeNoise is KeepUpResult.EdgeNoise: the relative difference of the
+	// steady-state rates that the window's edges can make by chance.
+	EdgeNoise Float `json:"edge_noise"`
 	// TooShort says why the window cannot judge capacity.
 	TooShort string `json:"too_short,omitempty"`
 }
