@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -84,7 +85,14 @@ func Run(ctx context.Context, cfg proxy.Config, o Options) error {
 	if o.Status != nil {
 		status = o.Status(reg)
 	}
-	proxySrv := &http.Server{Handler: p, ReadHeaderTimeout: 30 * time.Second}
+	// handlers counts production requests being served, so that those cut at
+	// the end of the grace period are recorded before the record file closes.
+	var handlers sync.WaitGroup
+	proxySrv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		handlers.Add(1)
+		defer handlers.Done()
+		p.ServeHTTP(w, r)
+	}), ReadHeaderTimeout: 30 * time.Second}
 	metricsSrv := &http.Server{Handler: exporter.Handler(reg, ready.Load, status), ReadHeaderTimeout: 10 * time.Second}
 
 	errc := make(chan error, 2)
@@ -109,6 +117,7 @@ func Run(ctx context.Context, cfg proxy.Config, o Options) error {
 	if err := proxySrv.Shutdown(graceCtx); err != nil {
 		o.Log.Warn("production requests still in flight at the end of the grace period were cut", "err", err)
 		proxySrv.Close()
+		handlers.Wait()
 	}
 	p.Shutdown()
 	metricsSrv.Close()
