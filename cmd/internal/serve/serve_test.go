@@ -1,0 +1,217 @@
+package serve
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/sethvargo/go-envconfig"
+
+	"github.com/kestrelops/tandem/exporter"
+	"github.com/kestrelops/tandem/proxy"
+	"github.com/kestrelops/tandem/proxy/record"
+	"github.com/kestrelops/tandem/proxy/testupstream"
+)
+
+const chatBody = `{"model":"m","stream":true,"messages":[{"role":"user","content":"Say hi"}]}`
+
+// running is tandem serve in-process; cancel stands in for SIGTERM.
+type running struct {
+	proxyAddr string
+	records   string
+	cancel    context.CancelFunc
+	done      chan error
+}
+
+func start(t *testing.T, prod, a, b *testupstream.Server, grace string) *running {
+	t.Helper()
+	r := &running{records: filepath.Join(t.TempDir(), "records.jsonl"), done: make(chan error, 1)}
+	cfg, err := proxy.LoadConfig(context.Background(), envconfig.MapLookuper(map[string]string{
+		"TANDEM_LISTEN_ADDR":    "127.0.0.1:0",
+		"TANDEM_METRICS_ADDR":   "127.0.0.1:0",
+		"TANDEM_PRIMARY_URL":    prod.URL,
+		"TANDEM_A_URL":          a.URL,
+		"TANDEM_B_URL":          b.URL,
+		"TANDEM_SAMPLE_RATE":    "1",
+		"TANDEM_SAMPLE_BY":      "request",
+		"TANDEM_RECORD_PATH":    r.records,
+		"TANDEM_SHUTDOWN_GRACE": grace,
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	r.cancel = cancel
+	listening := make(chan string, 1)
+	go func() {
+		r.done <- Run(ctx, cfg, Options{Version: "test", Log: slog.New(slog.DiscardHandler),
+			Listening: func(proxyAddr, _ string) { listening <- proxyAddr }})
+	}()
+	select {
+	case r.proxyAddr = <-listening:
+	case err := <-r.done:
+		t.Fatalf("Run returned before listening: %v", err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("tandem never listened")
+	}
+	t.Cleanup(func() {
+		cancel()
+		<-r.done
+	})
+	return r
+}
+
+// stop waits for Run to return after the cancel.
+func (r *running) stop(t *testing.T) error {
+	t.Helper()
+	select {
+	case err := <-r.done:
+		r.done <- err
+		return err
+	case <-time.After(20 * time.Second):
+		t.Fatal("Run did not return after shutdown")
+		return nil
+	}
+}
+
+// outcomes reads the record file: config to outcomes.
+func (r *running) outcomes(t *testing.T) map[string][]string {
+	t.Helper()
+	recs, err := record.ReadFiles(r.records)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string][]string{}
+	for _, rec := range recs {
+		out[rec.Config] = append(out[rec.Config], rec.Outcome)
+	}
+	return out
+}
+
+// openStream posts a chat request and reads its first frame.
+func openStream(t *testing.T, addr string) (*http.Response, []byte) {
+	t.Helper()
+	client := &http.Client{Transport: &http.Transport{}}
+	resp, err := client.Post("http://"+addr+"/v1/chat/completions", "application/json", strings.NewReader(chatBody))
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := []byte(strings.SplitAfter(testupstream.StreamBody(3), "\n\n")[0])
+	got := make([]byte, len(first))
+	if _, err := io.ReadFull(resp.Body, got); err != nil || string(got) != string(first) {
+		t.Fatalf("first frame %q, %v", got, err)
+	}
+	return resp, got
+}
+
+// waitRefused dials addr until the connection is refused.
+func waitRefused(t *testing.T, addr string) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		conn, err := net.Dial("tcp", addr)
+		switch {
+		case errors.Is(err, syscall.ECONNREFUSED):
+			return
+		case errors.Is(err, syscall.ECONNRESET):
+			// Accepted by the kernel as the listener closed.
+		case err != nil:
+			t.Fatalf("dial after shutdown: %v, want connection refused", err)
+		default:
+			conn.Close()
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("tandem still accepts connections after shutdown began")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func receive(t *testing.T, c <-chan struct{}, what string) {
+	t.Helper()
+	select {
+	case <-c:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("%s never happened", what)
+	}
+}
+
+// TestShutdownFinishesProductionAndCancelsShadows: on SIGTERM, tandem stops
+// accepting connections at once, lets the production stream in flight finish,
+// and cancels the mirrored request still running, recorded as canceled.
+func TestShutdownFinishesProductionAndCancelsShadows(t *testing.T) {
+	pace := make(chan struct{}, 16)
+	never := make(chan struct{})
+	prod := testupstream.New(testupstream.Script{Pace: pace})
+	a := testupstream.New(testupstream.Script{Release: never})
+	b := testupstream.New(testupstream.Script{})
+	for _, u := range []*testupstream.Server{prod, a, b} {
+		t.Cleanup(u.Close)
+	}
+	r := start(t, prod, a, b, "30s")
+
+	resp, got := openStream(t, r.proxyAddr)
+	defer resp.Body.Close()
+	receive(t, a.Arrived(), "A receiving the mirrored request")
+	r.cancel()
+	waitRefused(t, r.proxyAddr)
+	select {
+	case err := <-r.done:
+		t.Fatalf("Run returned (%v) with a production stream in flight", err)
+	default:
+	}
+
+	for range len(strings.SplitAfter(testupstream.StreamBody(3), "\n\n")) - 2 {
+		pace <- struct{}{}
+	}
+	rest, err := io.ReadAll(resp.Body)
+	if err != nil || string(got)+string(rest) != testupstream.StreamBody(3) {
+		t.Fatalf("production stream cut by shutdown: %q, %v", string(got)+string(rest), err)
+	}
+	if err := r.stop(t); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	receive(t, a.Canceled(), "A seeing its request canceled")
+	want := map[string]string{exporter.ConfigProduction: exporter.OutcomeCompleted,
+		exporter.ConfigA: exporter.OutcomeCanceled, exporter.ConfigB: exporter.OutcomeCompleted}
+	outcomes := r.outcomes(t)
+	for config, outcome := range want {
+		if got := outcomes[config]; len(got) != 1 || got[0] != outcome {
+			t.Errorf("%s recorded %v, want [%s]", config, got, outcome)
+		}
+	}
+}
+
+// TestShutdownCutsProductionAfterGrace: a production stream still running
+// when the grace period ends is cut; the client sees a cut, not an end, and
+// the request is recorded as canceled before the record file closes.
+func TestShutdownCutsProductionAfterGrace(t *testing.T) {
+	prod := testupstream.New(testupstream.Script{Pace: make(chan struct{})})
+	a := testupstream.New(testupstream.Script{})
+	b := testupstream.New(testupstream.Script{})
+	for _, u := range []*testupstream.Server{prod, a, b} {
+		t.Cleanup(u.Close)
+	}
+	r := start(t, prod, a, b, "50ms")
+
+	resp, _ := openStream(t, r.proxyAddr)
+	defer resp.Body.Close()
+	r.cancel()
+	if err := r.stop(t); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if rest, err := io.ReadAll(resp.Body); err == nil {
+		t.Fatalf("client read a clean end after the grace period: %q", rest)
+	}
+	receive(t, prod.Canceled(), "production seeing its request canceled")
+	if got := r.outcomes(t)[exporter.ConfigProduction]; len(got) != 1 || got[0] != exporter.OutcomeCanceled {
+		t.Errorf("production recorded %v, want [%s]", got, exporter.OutcomeCanceled)
+	}
+}
