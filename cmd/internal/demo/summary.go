@@ -203,6 +203,9 @@ func (s *Summary) rateSituation() string {
 		k.Seconds(), k.WarmUp.Seconds(), num(k.Arms[exporter.ConfigA].OutputTokensPerSecond), num(k.Arms[exporter.ConfigB].OutputTokensPerSecond))
 	switch k.Case {
 	case report.OutputRateTie:
+		if math.Abs(k.Ratio()-1) > report.DefaultOptions().RateTolerance {
+			return steady + ": the lower still delivered the arrivals' rate (the other drained a backlog built before the window), so both arms kept up and this load says nothing about capacity; per-request speed is what separates them."
+		}
 		return steady + ": they tie, so both arms kept up with the same arrivals and this load says nothing about capacity; per-request speed is what separates them."
 	case report.OutputRateAFellBehind:
 		return steady + fmt.Sprintf(": %s fell behind the arrivals (its backlog grew), a capacity difference at this load.", exporter.ConfigA)

@@ -18,7 +18,7 @@ func (r *Report) decide(ev evidence, o Options, mirrored map[string]float64) {
 	r.because = append(r.because, "Each mirrored request went to A and B at the same moment, so within a class both arms saw the same requests at the same arrival times.")
 	rateTie := false
 	for _, c := range r.Classes {
-		r.decision = append(r.decision, classSentence(c.Class, c))
+		r.decision = append(r.decision, classSentence(c.Class, c, o.RateTolerance))
 		r.because = append(r.because, checks(c, o))
 		switch {
 		case c.Withheld != "" && c.Pairs.BothCompleted < o.MinPairs:
@@ -43,7 +43,7 @@ func (r *Report) decide(ev evidence, o Options, mirrored map[string]float64) {
 		}
 	}
 
-	r.decision = append(r.decision, r.mixedSentence(mirrored))
+	r.decision = append(r.decision, r.mixedSentence(mirrored, o.RateTolerance))
 	if r.Mixed.Withheld == "" {
 		r.because = append(r.because, fmt.Sprintf("The mirrored class mix is within %s of production's (total variation distance %s).", percent(o.MixTolerance), percent(float64(r.Validity.ClassMixDistance))))
 	} else {
@@ -76,10 +76,10 @@ func displayName(class string) string {
 }
 
 // classSentence states the verdicts of one class, or why there are none.
-func classSentence(name string, c Class) string {
+func classSentence(name string, c Class, tolerance float64) string {
 	a, b := c.Arms[exporter.ConfigA], c.Arms[exporter.ConfigB]
 	var parts []string
-	if p := rateClause(c); p != "" {
+	if p := rateClause(c, tolerance); p != "" {
 		parts = append(parts, p)
 	}
 	d, ci := float64(c.TTFTP95DifferenceSeconds), c.TTFTP95DifferenceCISeconds
@@ -109,7 +109,7 @@ func classSentence(name string, c Class) string {
 
 // rateClause states the output rate comparison of one class: the system
 // output rates as defined, and the rates the keeping-up judgement compares.
-func rateClause(c Class) string {
+func rateClause(c Class, tolerance float64) string {
 	a, b := c.Arms[exporter.ConfigA], c.Arms[exporter.ConfigB]
 	system := fmt.Sprintf("%s vs %s tokens/s", rate(b.OutputTokensPerSecond), rate(a.OutputTokensPerSecond))
 	judged := "over the same query window"
@@ -124,6 +124,9 @@ func rateClause(c Class) string {
 	case OutputRateTie:
 		if c.SteadyState == nil {
 			return fmt.Sprintf("system output rates tie over the query window (%s): both arms kept up with the same arrivals, so no capacity claim can be made", system)
+		}
+		if math.Abs(float64(c.SteadyOutputRateRatio)-1) > tolerance {
+			return fmt.Sprintf("both arms kept up in the steady state (%s, the lower still at the arrival side's rate; system output rates %s from first request start to last response end, which holds each arm's ramp-up and drain), so no capacity claim can be made", judged, system)
 		}
 		return fmt.Sprintf("system output rates tie in the steady state (%s; %s from first request start to last response end, which holds each arm's ramp-up and drain): both arms kept up with the same arrivals, so no capacity claim can be made", judged, system)
 	case OutputRateTooShort:
@@ -150,7 +153,7 @@ var crossClass = []struct {
 // mixedSentence states the claim for all traffic: from the merged
 // distribution when the mirrored mix is a representative mixed replay, and
 // never a single claim across classes that disagree.
-func (r *Report) mixedSentence(mirrored map[string]float64) string {
+func (r *Report) mixedSentence(mirrored map[string]float64, tolerance float64) string {
 	var agree, disagree []string
 	for _, m := range crossClass {
 		var with []string
@@ -171,7 +174,7 @@ func (r *Report) mixedSentence(mirrored map[string]float64) string {
 		}
 	}
 	if r.Mixed.Withheld == "" {
-		s := classSentence(MixedClass, r.Mixed)
+		s := classSentence(MixedClass, r.Mixed, tolerance)
 		s = "For the observed traffic mix (" + mixShares(mirrored) + ")" + strings.TrimPrefix(s, displayName(MixedClass))
 		if len(disagree) > 0 {
 			s += " This holds for this mix only: " + strings.Join(disagree, "; ") + "."
@@ -231,6 +234,14 @@ func rateCheck(c Class, o Options) string {
 	}
 	switch c.OutputRateCase {
 	case OutputRateTie:
+		if st := c.SteadyState; st != nil && math.Abs(ratio-1) > o.RateTolerance {
+			lower := exporter.ConfigA
+			if ratio < 1 {
+				lower = exporter.ConfigB
+			}
+			return fmt.Sprintf("%s differ by %s, yet %s, the lower, delivered the arrival side's %s tokens/s within %s: both arms kept up (the other drained a backlog built before the window), so no capacity claim can be made; per-request speed still separates them",
+				judged, percent(math.Abs(ratio-1)), lower, rate(st.ArrivalOutputTokensPerSecond[lower]), percent(o.RateTolerance))
+		}
 		return fmt.Sprintf("%s tie within %s: both arms kept up, so no capacity claim can be made; per-request speed still separates them", judged, percent(o.RateTolerance))
 	case OutputRateAFellBehind, OutputRateBFellBehind:
 		behind := exporter.ConfigA

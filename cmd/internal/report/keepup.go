@@ -107,10 +107,11 @@ func (k KeepUpResult) TooShortReason() string {
 // streams takes longer to ramp up and to drain, which lowers its output rate
 // from first start to last end even when its backlog never grew; so the
 // judgement compares the rates delivered in the steady-state window. Rates
-// within tolerance (relative to A's) tie: no capacity claim. A rate lower
-// beyond it means that arm fell behind, a capacity claim made only when the
-// difference also exceeds EdgeNoise; otherwise the window is too short to
-// tell. Records of other configs are ignored; A and B records of one
+// within tolerance (relative to A's) tie: both kept up, no capacity claim.
+// So do rates further apart when the lower one still matches the arrival
+// side (within tolerance): the other arm drained a backlog. Otherwise the
+// lower arm fell behind, a capacity claim made only when the difference also
+// exceeds EdgeNoise; when it does not, the window is too short to tell. Records of other configs are ignored; A and B records of one
 // mirrored request are joined by pair ID.
 func KeepUp(recs []record.Record, tolerance float64) KeepUpResult {
 	var arms [2][]record.Record
@@ -145,11 +146,27 @@ func KeepUp(recs []record.Record, tolerance float64) KeepUpResult {
 		return k
 	}
 	k.EdgeNoise = edgeNoise(arms, k.Window) / k.Arms[exporter.ConfigA].OutputTokensPerSecond
-	c := outputRateCase(k.Ratio(), tolerance)
-	if c == OutputRateTie || (c != "" && math.Abs(k.Ratio()-1) > k.EdgeNoise) {
+	switch c := outputRateCase(k.Ratio(), tolerance); {
+	case c == OutputRateTie:
+		k.Case = c
+	case c == "":
+	case k.lowerKeptUpWithArrivals(tolerance):
+		k.Case = OutputRateTie
+	case math.Abs(k.Ratio()-1) > k.EdgeNoise:
 		k.Case = c
 	}
 	return k
+}
+
+// lowerKeptUpWithArrivals reports whether the arm with the lower
+// steady-state rate still delivered the arrivals' rate within tolerance:
+// the other arm only drained more of a backlog built before the window.
+func (k KeepUpResult) lowerKeptUpWithArrivals(tolerance float64) bool {
+	lower := k.Arms[exporter.ConfigA]
+	if k.Ratio() < 1 {
+		lower = k.Arms[exporter.ConfigB]
+	}
+	return lower.OutputTokensPerSecond >= (1-tolerance)*lower.ArrivalTokensPerSecond
 }
 
 // edgeNoise is two standard deviations of B's minus A's tokens per second

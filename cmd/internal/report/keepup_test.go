@@ -254,3 +254,21 @@ func TestKeepUpPoisson(t *testing.T) {
 		})
 	}
 }
+
+// Both arms' responses get shorter over the run, so both drain a backlog
+// and deliver above the arrival side; A, with more to drain, delivers more.
+// The lower arm still kept up with the arrivals: no one fell behind.
+func TestKeepUpBothDrained(t *testing.T) {
+	k := KeepUp(mirroredRun(600, 100*time.Millisecond, func(side, i int) float64 {
+		return [2]float64{12.3, 4.3}[side] - [2]float64{0.01, 0.002}[side]*float64(i)
+	}), 0.02)
+	if r := k.Ratio(); 1-r <= 0.02 {
+		t.Fatalf("ratio = %g; the fixture must have B lower beyond the tolerance", r)
+	}
+	if b := k.Arms[exporter.ConfigB]; b.OutputTokensPerSecond < b.ArrivalTokensPerSecond {
+		t.Fatalf("B delivered %g tokens/s, arrivals %g; the fixture must have B keep up", b.OutputTokensPerSecond, b.ArrivalTokensPerSecond)
+	}
+	if k.Case != OutputRateTie {
+		t.Errorf("case = %q, want tie", k.Case)
+	}
+}
