@@ -246,10 +246,15 @@ func (t measuredTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 	return t.next.RoundTrip(req)
 }
 
-// bufferPool recycles the 32 KiB copy buffers of the reverse proxy.
+// bufferPool recycles the copy buffers of the reverse proxy. A buffer is
+// held for the whole life of a stream, and stream frames are far smaller
+// than a buffer, so buffers are 8 KiB (nginx's proxy_buffer_size on most
+// platforms) rather than ReverseProxy's default 32 KiB.
 type bufferPool struct{}
 
-var copyBuffers = sync.Pool{New: func() any { b := make([]byte, 32*1024); return &b }}
+const copyBufferBytes = 8 << 10
+
+var copyBuffers = sync.Pool{New: func() any { b := make([]byte, copyBufferBytes); return &b }}
 
 func (bufferPool) Get() []byte  { return *copyBuffers.Get().(*[]byte) }
 func (bufferPool) Put(b []byte) { copyBuffers.Put(&b) }
