@@ -6,8 +6,11 @@
 package bench
 
 import (
+	"errors"
 	"flag"
 	"fmt"
+	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -24,8 +27,11 @@ type Config struct {
 	Requests int
 	// Frames is the number of content frames in every stream.
 	Frames int
-	// Quick replaces Rounds, Requests, Frames and the in-flight stream
-	// counts by a small configuration for a smoke run.
+	// Streams are the numbers of streams held in flight at once in the
+	// memory phase, one measurement each.
+	Streams []int
+	// Quick replaces Rounds, Requests, Frames and Streams by a small
+	// configuration for a smoke run.
 	Quick bool
 	// Nginx is the nginx binary; empty leaves nginx out.
 	Nginx string
@@ -36,7 +42,16 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.IntVar(&c.Rounds, "rounds", 4, "rounds; each runs every variant once per concurrency level")
 	fs.IntVar(&c.Requests, "requests", 400, "requests per variant, concurrency level and round")
 	fs.IntVar(&c.Frames, "frames", 100, "content frames per stream")
-	fs.BoolVar(&c.Quick, "quick", false, "small configuration for a smoke run (overrides --rounds, --requests and --frames)")
+	c.Streams = []int{1000, 5000}
+	fs.Func("streams", "comma-separated numbers of streams held in flight at once for the memory measurement (default 1000,5000)", func(s string) error {
+		streams, err := parseStreams(s)
+		if err != nil {
+			return err
+		}
+		c.Streams = streams
+		return nil
+	})
+	fs.BoolVar(&c.Quick, "quick", false, "small configuration for a smoke run (overrides --rounds, --requests, --frames and --streams)")
 	fs.StringVar(&c.Nginx, "nginx", DefaultNginx, "nginx binary to compare with; empty leaves nginx out")
 }
 
@@ -51,8 +66,31 @@ func (c Config) Validate() error {
 		return fmt.Errorf("--frames must be at least 1, got %d", c.Frames)
 	case c.Frames > 100000:
 		return fmt.Errorf("--frames must be at most 100000, got %d", c.Frames)
+	case len(c.Streams) == 0:
+		return errors.New("--streams must list at least one number of streams")
+	}
+	for _, n := range c.Streams {
+		if n < 1 || n > maxStreams {
+			return fmt.Errorf("--streams must be between 1 and %d, got %d", maxStreams, n)
+		}
 	}
 	return nil
+}
+
+// maxStreams bounds the streams held in flight at once.
+const maxStreams = 100000
+
+// parseStreams reads a comma-separated list of stream counts.
+func parseStreams(s string) ([]int, error) {
+	var streams []int
+	for field := range strings.SplitSeq(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(field))
+		if err != nil {
+			return nil, fmt.Errorf("%q is not a number of streams", field)
+		}
+		streams = append(streams, n)
+	}
+	return streams, nil
 }
 
 // Concurrency levels of the latency and throughput phases: one stream at a
@@ -70,7 +108,7 @@ func (c Config) plan() plan {
 	if c.Quick {
 		return plan{rounds: 2, requests: 64, frames: 20, streams: []int{50, 200}, nginx: c.Nginx}
 	}
-	return plan{rounds: c.Rounds, requests: c.Requests, frames: c.Frames, streams: []int{1000, 5000}, nginx: c.Nginx}
+	return plan{rounds: c.Rounds, requests: c.Requests, frames: c.Frames, streams: c.Streams, nginx: c.Nginx}
 }
 
 // command is the tandem command line that reproduces c.
@@ -89,6 +127,13 @@ func (c Config) command() string {
 		}
 		if c.Frames != d.Frames {
 			args = append(args, fmt.Sprintf("--frames %d", c.Frames))
+		}
+		if !slices.Equal(c.Streams, d.Streams) {
+			counts := make([]string, len(c.Streams))
+			for i, n := range c.Streams {
+				counts[i] = strconv.Itoa(n)
+			}
+			args = append(args, "--streams "+strings.Join(counts, ","))
 		}
 	}
 	if c.Nginx != DefaultNginx {

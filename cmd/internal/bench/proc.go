@@ -21,9 +21,11 @@ func processCPU() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-// goMemory is the Go heap's live objects and goroutine stacks after a
-// collection: what this process holds for the streams it serves.
+// goMemory is the Go heap's live objects and goroutine stacks after two
+// collections (the second frees what sync.Pools kept through the first):
+// what this process holds for the streams it serves.
 func goMemory() int64 {
+	runtime.GC()
 	runtime.GC()
 	samples := []metrics.Sample{
 		{Name: "/memory/classes/heap/objects:bytes"},

@@ -149,35 +149,53 @@ func buildReport(c Config, p plan, variants []*variant, tallies map[string]*tall
 			}
 			return tallies[name].memory[n] - direct.memory[n]
 		}
+		ran := func(name string) bool { return tallies[name].skipped[n] == "" && tallies[Direct].skipped[n] == "" }
 		mr := row{metric: memoryLabel(n), cells: map[string]string{},
 			target: fmt.Sprintf("tandem s=0 ≤ %d KiB", targetStreamBytes>>10)}
 		for _, name := range r.columns {
-			mr.cells[name] = fmt.Sprintf("%.1f KiB", mem(name)/1024)
-			if name == Direct {
-				mr.cells[name] += " (client + upstream)"
+			switch {
+			case tallies[name].skipped[n] != "":
+				mr.cells[name] = tallies[name].skipped[n]
+			case !ran(name):
+				mr.cells[name] = "not run: no direct baseline"
+			case name == Direct:
+				mr.cells[name] = fmt.Sprintf("%.1f KiB (client + upstream)", mem(name)/1024)
+			default:
+				mr.cells[name] = fmt.Sprintf("%.1f KiB", mem(name)/1024)
 			}
 		}
-		if r.nginx {
+		if r.nginx && ran(Tandem0) && ran(Nginx) {
 			mr.vsNginx = fmt.Sprintf("%.2f×", ratio(mem(Tandem0), mem(Nginx)))
 		}
-		mr.result = verdict(mem(Tandem0) <= targetStreamBytes)
+		mr.result = "n/a (not run)"
+		if ran(Tandem0) {
+			mr.result = verdict(mem(Tandem0) <= targetStreamBytes)
+		}
 		r.rows = append(r.rows, mr)
 	}
 
-	failures := func(label string, count func(*tally) int) row {
+	failures := func(label string, count func(*tally) (int, string)) row {
 		fr := row{metric: label, cells: map[string]string{}, target: "none", result: "pass"}
 		for _, name := range r.columns {
-			n := count(tallies[name])
-			fr.cells[name] = fmt.Sprint(n)
-			if n > 0 {
+			n, skipped := count(tallies[name])
+			switch {
+			case skipped != "":
+				fr.cells[name] = "not run"
+				if fr.result == "pass" {
+					fr.result = "incomplete"
+				}
+			case n > 0:
+				fr.cells[name] = fmt.Sprint(n)
 				fr.result = "FAIL"
+			default:
+				fr.cells[name] = "0"
 			}
 		}
 		return fr
 	}
-	r.rows = append(r.rows, failures(labelFailed, func(t *tally) int { return t.failed }))
+	r.rows = append(r.rows, failures(labelFailed, func(t *tally) (int, string) { return t.failed, "" }))
 	for _, n := range p.streams {
-		r.rows = append(r.rows, failures(failedHeldLabel(n), func(t *tally) int { return t.errors[n] }))
+		r.rows = append(r.rows, failures(failedHeldLabel(n), func(t *tally) (int, string) { return t.errors[n], t.skipped[n] }))
 	}
 
 	samples := direct.requests / len(concurrencies)

@@ -46,15 +46,16 @@ type tally struct {
 	cpu      time.Duration // this process, over all phases
 	nginxCPU time.Duration // nginx workers, over all phases
 
-	memory map[int]float64 // bytes per in-flight stream, by stream count (this process, or nginx)
-	held   map[int]int     // streams in flight when memory was measured
-	errors map[int]int     // failed or never in flight, by stream count
+	memory  map[int]float64 // bytes per in-flight stream, by stream count (this process, or nginx)
+	held    map[int]int     // streams in flight when memory was measured
+	errors  map[int]int     // failed or never in flight, by stream count
+	skipped map[int]string  // why a stream count was not run
 }
 
 func newTally() *tally {
 	return &tally{
 		ttft: map[int][]time.Duration{}, frames: map[int]int{}, wall: map[int]time.Duration{},
-		memory: map[int]float64{}, held: map[int]int{}, errors: map[int]int{},
+		memory: map[int]float64{}, held: map[int]int{}, errors: map[int]int{}, skipped: map[int]string{},
 	}
 }
 
@@ -70,9 +71,7 @@ func Run(ctx context.Context, c Config, stdout, stderr io.Writer) error {
 	for _, n := range p.streams {
 		maxStreams = max(maxStreams, n)
 	}
-	// A mirrored stream in flight holds eight descriptors in this process:
-	// client, tandem's side, and upstream side for production, A and B.
-	limit := raiseFileLimit(uint64(8*maxStreams + 4096))
+	limit := raiseFileLimit(uint64(8*maxStreams + fileReserve))
 	fmt.Fprintf(stderr, "bench: file descriptor limit %d\n", limit)
 
 	prod, err := startUpstream(p.frames)
@@ -154,6 +153,11 @@ func Run(ctx context.Context, c Config, stdout, stderr io.Writer) error {
 	}
 	for _, n := range p.streams {
 		for _, v := range variants {
+			if need := uint64(n*v.filesPerStream() + fileReserve); need > limit {
+				tallies[v.name].skipped[n] = fmt.Sprintf("not run: needs %d open files, the limit is %d", need, limit)
+				fmt.Fprintf(stderr, "bench: %d in-flight streams, %-10s %s\n", n, v.name, tallies[v.name].skipped[n])
+				continue
+			}
 			held, perStream, failed := holdStreams(ctx, client, v, prod, p.frames, n, id)
 			id += n
 			if err := ctx.Err(); err != nil {
@@ -170,6 +174,21 @@ func Run(ctx context.Context, c Config, stdout, stderr io.Writer) error {
 	rep.notes = append(rep.notes, nginxNote)
 	rep.write(stdout)
 	return nil
+}
+
+// fileReserve is the open files kept for listeners, idle connections and
+// the runtime, beyond those of the in-flight streams.
+const fileReserve = 1024
+
+// filesPerStream is the descriptors one held stream takes in this process:
+// the client's connection, and for each upstream the stream reaches, its
+// side of the connection and the proxy's side when the proxy is in this
+// process.
+func (v *variant) filesPerStream() int {
+	if v.name == Direct || v.nginx != nil {
+		return 2
+	}
+	return 2 + 2*(1+len(v.arms))
 }
 
 // startTandem serves tandem in this process in front of prod, with A and B
