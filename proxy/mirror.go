@@ -34,9 +34,9 @@ func (s *Server) startMirror(api sse.API, in *url.URL, class string, body []byte
 	for _, arm := range s.arms {
 		s.metrics.ShadowInFlight(arm.config).Inc()
 	}
-	s.shadows.Add(1)
+	s.background.Add(1)
 	go func() {
-		defer s.shadows.Done()
+		defer s.background.Done()
 		defer func() {
 			for _, arm := range s.arms {
 				s.metrics.ShadowInFlight(arm.config).Dec()

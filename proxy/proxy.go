@@ -42,7 +42,9 @@ type Server struct {
 
 	shadowCtx   context.Context
 	stopShadows context.CancelFunc
-	shadows     sync.WaitGroup
+	// background counts classification, mirroring and measurement work
+	// that runs beside the production request.
+	background sync.WaitGroup
 }
 
 // New builds the proxy from a validated Config. records may be nil.
@@ -109,10 +111,11 @@ func newUpstream(config, rawURL string, key Secret, model string, maxInFlight in
 }
 
 // Shutdown cancels mirrored requests still in flight (they are counted as
-// canceled) and waits until they are recorded.
+// canceled) and waits until every measurement is recorded. Call it after the
+// HTTP server has stopped serving.
 func (s *Server) Shutdown() {
 	s.stopShadows()
-	s.shadows.Wait()
+	s.background.Wait()
 }
 
 // ServeHTTP sends r to production and, when sampled, mirrors it to A and B.
@@ -136,35 +139,51 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.reverse.ServeHTTP(w, r)
 		return
 	}
+	// Classifying and mirroring run beside production: the production
+	// request leaves as soon as its body is read.
+	class := make(chan string, 1)
+	classHeader, keyHeader := headerValue(r, s.cfg.ClassHeader), headerValue(r, s.cfg.SampleKeyHeader)
+	in := *r.URL
+	s.background.Add(1)
+	go func() {
+		defer s.background.Done()
+		class <- s.classifyAndMirror(api, &in, classHeader, keyHeader, body)
+	}()
+
+	m := newMeasurement(api, func(start time.Time, o exporter.Observation) {
+		s.background.Add(1)
+		go func() {
+			defer s.background.Done()
+			if c := <-class; c != "" {
+				s.observe(exporter.ConfigProduction, c, "", start, o)
+			}
+		}()
+	})
+	s.reverse.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), measurementKey{}, m)))
+}
+
+// classifyAndMirror decides the request's production class and, when it is
+// sampled, its class on the arms and sends it to them. It returns the
+// production class, or "" when the body holds no prompt (not measured).
+func (s *Server) classifyAndMirror(api sse.API, in *url.URL, classHeader, keyHeader string, body []byte) string {
 	prompt, err := classify.ParsePrompt(body)
 	if err != nil {
 		s.skip(exporter.SkipInvalidBody)
-		s.reverse.ServeHTTP(w, r)
-		return
-	}
-	classHeader := ""
-	if s.cfg.ClassHeader != "" {
-		classHeader = r.Header.Get(s.cfg.ClassHeader)
+		return ""
 	}
 	prodClass, _ := s.prodIndex.Classify(prompt.Text)
-	prodClass = classify.ClassFor(classHeader, s.allowedClass, prodClass)
-
-	if len(s.arms) > 0 {
-		keyHeader := ""
-		if s.cfg.SampleKeyHeader != "" {
-			keyHeader = r.Header.Get(s.cfg.SampleKeyHeader)
-		}
-		if s.sampler.Sampled(keyHeader, prompt) {
-			mirrorClass, _ := s.mirrorIndex.Classify(prompt.Text)
-			mirrorClass = classify.ClassFor(classHeader, s.allowedClass, mirrorClass)
-			s.startMirror(api, r.URL, mirrorClass, body)
-		}
+	if len(s.arms) > 0 && s.sampler.Sampled(keyHeader, prompt) {
+		mirrorClass, _ := s.mirrorIndex.Classify(prompt.Text)
+		s.startMirror(api, in, classify.ClassFor(classHeader, s.allowedClass, mirrorClass), body)
 	}
+	return classify.ClassFor(classHeader, s.allowedClass, prodClass)
+}
 
-	m := newMeasurement(api, func(start time.Time, o exporter.Observation) {
-		s.observe(exporter.ConfigProduction, prodClass, "", start, o)
-	})
-	s.reverse.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), measurementKey{}, m)))
+func headerValue(r *http.Request, name string) string {
+	if name == "" {
+		return ""
+	}
+	return r.Header.Get(name)
 }
 
 // readBody reads a mirrorable body of at most MirrorMaxBodyBytes. When the

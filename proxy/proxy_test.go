@@ -65,7 +65,7 @@ func newRig(t *testing.T, prod, a, b testupstream.Script, env map[string]string)
 }
 
 // idle waits until every mirrored request has been recorded.
-func (r *rig) idle() { r.server.shadows.Wait() }
+func (r *rig) idle() { r.server.background.Wait() }
 
 // value returns the value of the counter or gauge name with exactly labels,
 // or the sample count of a histogram.
