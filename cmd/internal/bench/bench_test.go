@@ -13,20 +13,18 @@ import (
 	"testing"
 )
 
-var full = flag.Bool("full", false, "run the default configuration instead of --quick and print its table")
-
 // TestRunQuick runs the quick configuration end to end (with nginx when
 // installed) and checks the table: every row, a finite number in every
 // measured cell, and no failed request or held stream.
 func TestRunQuick(t *testing.T) {
 	var c Config
 	c.RegisterFlags(flag.NewFlagSet("bench", flag.ContinueOnError))
-	c.Quick = !*full
+	c.Quick = true
 	var out, progress bytes.Buffer
 	if err := Run(context.Background(), c, &out, &progress); err != nil {
 		t.Fatalf("%v\nprogress:\n%s", err, progress.String())
 	}
-	if *full || testing.Verbose() {
+	if testing.Verbose() {
 		os.Stdout.Write(out.Bytes())
 	}
 

@@ -39,7 +39,7 @@ type Config struct {
 
 // RegisterFlags defines the bench subcommand's flags on fs.
 func (c *Config) RegisterFlags(fs *flag.FlagSet) {
-	fs.IntVar(&c.Rounds, "rounds", 4, "rounds; each runs every variant once per concurrency level")
+	fs.IntVar(&c.Rounds, "rounds", 6, "rounds; each runs every variant once per concurrency level")
 	fs.IntVar(&c.Requests, "requests", 400, "requests per variant, concurrency level and round")
 	fs.IntVar(&c.Frames, "frames", 100, "content frames per stream")
 	c.Streams = []int{1000, 5000}

@@ -203,9 +203,9 @@ func buildReport(c Config, p plan, variants []*variant, tallies map[string]*tall
 		fmt.Sprintf("%d rounds; in each, every variant ran %d requests at each concurrency (1 and %d, closed loop), in an order rotated every round; %d content frames per stream from a zero-think-time upstream in this process; %d TTFT samples per cell.",
 			p.rounds, p.requests, sat, p.frames, samples),
 		"TTFT is measured by the client, from sending the request to the arrival of the first content frame. Cells of proxies give the value, what it adds to direct, and the ratio to direct; the ÷ nginx column compares tandem s=0 with nginx (for TTFT, the added times).",
-		"tandem runs in this process with A and B configured: s=0 mirrors nothing, s=1 mirrors every request to two more upstreams like production.",
+		"tandem runs in this process with A and B configured: s=0 mirrors nothing, s=1 mirrors every request to two more upstreams like production. Those upstreams run in this process too and share its CPUs with production, so s=1 shows mirroring to arms without capacity of their own; the p99 target assumes arms with their own.",
 		"CPU per request: for direct, this process (client and upstream); for tandem, this process's CPU minus direct's; for nginx, its workers' CPU from /proc. For s=1 it includes the in-process A and B upstreams serving the mirrored streams.",
-		"Memory per in-flight stream: streams held open after their first content frame. For tandem, Go heap objects and goroutine stacks after a collection, minus direct's (for s=1 this includes the A and B upstreams' side of the two mirrored streams); for nginx, the resident memory of its master and workers.",
+		"Memory per in-flight stream: streams held open after their first content frame. For tandem, Go heap objects and goroutine stacks after garbage collection, minus direct's (for s=1 this includes the A and B upstreams' side of the two mirrored streams); for nginx, the resident memory of its master and workers.",
 		machine(),
 	}
 	return r
