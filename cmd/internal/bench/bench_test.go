@@ -5,21 +5,76 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"log/slog"
 	"math"
 	"os"
 	"os/exec"
+	"os/signal"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
+
+	"github.com/sethvargo/go-envconfig"
+
+	"github.com/kestrelops/tandem/cmd/internal/serve"
+	"github.com/kestrelops/tandem/proxy"
 )
 
-// TestRunQuick runs the quick configuration end to end (with nginx when
-// installed) and checks the table: every row, a finite number in every
-// measured cell, and no failed request or held stream.
+// TestMain lets the tests run this test binary as the tandem binary:
+// "bench.test serve" stands in for "tandem serve".
+func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[1] == "serve" {
+		os.Exit(serveFromEnv())
+	}
+	os.Exit(m.Run())
+}
+
+func serveFromEnv() int {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
+	defer stop()
+	cfg, err := proxy.LoadConfig(ctx, envconfig.OsLookuper())
+	if err == nil {
+		log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+		err = serve.Run(ctx, cfg, serve.Options{Version: "bench-test", Log: log})
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return 0
+}
+
+// TestRunQuick runs the quick configuration end to end, tandem in this
+// process, with nginx when installed.
 func TestRunQuick(t *testing.T) {
+	c := quickConfig()
+	checkRun(t, c)
+}
+
+// TestRunQuickTandemProcess runs the quick configuration with tandem in a
+// process of its own and without nginx.
+func TestRunQuickTandemProcess(t *testing.T) {
+	c := quickConfig()
+	c.Tandem, c.Nginx = os.Args[0], ""
+	out := checkRun(t, c)
+	if !strings.Contains(out, "tandem runs as a separate process") || !strings.Contains(out, "nginx left out (--nginx is empty)") {
+		t.Errorf("the notes do not say how tandem ran and that nginx was left out:\n%s", out)
+	}
+}
+
+func quickConfig() Config {
 	var c Config
 	c.RegisterFlags(flag.NewFlagSet("bench", flag.ContinueOnError))
 	c.Quick = true
+	return c
+}
+
+// checkRun runs c and checks the table: every row, a finite number in every
+// measured cell, and no failed request or held stream. It returns the
+// output.
+func checkRun(t *testing.T, c Config) string {
+	t.Helper()
 	var out, progress bytes.Buffer
 	if err := Run(context.Background(), c, &out, &progress); err != nil {
 		t.Fatalf("%v\nprogress:\n%s", err, progress.String())
@@ -29,14 +84,14 @@ func TestRunQuick(t *testing.T) {
 	}
 
 	columns := []string{Direct, Tandem0, Tandem1}
-	if _, err := exec.LookPath(DefaultNginx); err == nil {
+	if _, err := exec.LookPath(c.Nginx); c.Nginx != "" && err == nil {
 		columns = append(columns, Nginx)
 	} else if !strings.Contains(out.String(), "nginx left out") {
-		t.Errorf("nginx is not installed, but the output does not say so")
+		t.Errorf("nginx was not run, but the output does not say so")
 	}
 	p := c.plan()
 	table := parseTable(t, out.String())
-	if got := table["Metric"]; strings.Join(got[:len(columns)], ",") != strings.Join(columns, ",") {
+	if got := table["Metric"]; len(got) < len(columns) || strings.Join(got[:len(columns)], ",") != strings.Join(columns, ",") {
 		t.Fatalf("columns = %q, want %q first", got, columns)
 	}
 	want := []string{
@@ -67,11 +122,12 @@ func TestRunQuick(t *testing.T) {
 		}
 	}
 	if !strings.Contains(out.String(), "Reproduce: `"+c.command()+"`") {
-		t.Errorf("output does not give the command:\n%s", out.String())
+		t.Errorf("output does not give the command %q", c.command())
 	}
 	if t.Failed() {
 		t.Logf("output:\n%s\nprogress:\n%s", out.String(), progress.String())
 	}
+	return out.String()
 }
 
 func failedHeld(streams []int) []string {

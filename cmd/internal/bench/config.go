@@ -35,6 +35,10 @@ type Config struct {
 	Quick bool
 	// Nginx is the nginx binary; empty leaves nginx out.
 	Nginx string
+	// Tandem, when set, is a tandem binary: tandem then runs as "Tandem
+	// serve" in a process of its own, measured from /proc like nginx,
+	// instead of in this process.
+	Tandem string
 }
 
 // RegisterFlags defines the bench subcommand's flags on fs.
@@ -53,6 +57,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	})
 	fs.BoolVar(&c.Quick, "quick", false, "small configuration for a smoke run (overrides --rounds, --requests, --frames and --streams)")
 	fs.StringVar(&c.Nginx, "nginx", DefaultNginx, "nginx binary to compare with; empty leaves nginx out")
+	fs.StringVar(&c.Tandem, "tandem", "", "tandem binary to run as a separate process (measured from /proc like nginx); empty runs tandem in this process")
 }
 
 // Validate names the first bad flag.
@@ -138,6 +143,9 @@ func (c Config) command() string {
 	}
 	if c.Nginx != DefaultNginx {
 		args = append(args, fmt.Sprintf("--nginx '%s'", c.Nginx))
+	}
+	if c.Tandem != "" {
+		args = append(args, fmt.Sprintf("--tandem '%s'", c.Tandem))
 	}
 	return strings.Join(args, " ")
 }

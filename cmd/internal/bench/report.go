@@ -53,9 +53,11 @@ func failedHeldLabel(n int) string { return fmt.Sprintf("Failed streams, %d in f
 
 func buildReport(c Config, p plan, variants []*variant, tallies map[string]*tally) report {
 	r := report{command: c.command()}
+	separate := map[string]bool{} // the proxy runs in processes of its own
 	for _, v := range variants {
 		r.columns = append(r.columns, v.name)
 		r.nginx = r.nginx || v.name == Nginx
+		separate[v.name] = v.ext != nil
 	}
 	direct := tallies[Direct]
 	verdict := func(ok bool) string {
@@ -122,11 +124,11 @@ func buildReport(c Config, p plan, variants []*variant, tallies map[string]*tall
 	directCPU := perUnit(direct.cpu.Seconds(), direct.requests)
 	cpu := func(name string) float64 {
 		t := tallies[name]
-		switch name {
-		case Direct:
+		switch {
+		case name == Direct:
 			return directCPU
-		case Nginx:
-			return perUnit(t.nginxCPU.Seconds(), t.requests)
+		case separate[name]:
+			return perUnit(t.extCPU.Seconds(), t.requests)
 		}
 		return perUnit(t.cpu.Seconds(), t.requests) - directCPU
 	}
@@ -144,12 +146,14 @@ func buildReport(c Config, p plan, variants []*variant, tallies map[string]*tall
 
 	for _, n := range p.streams {
 		mem := func(name string) float64 {
-			if name == Direct || name == Nginx {
+			if name == Direct || separate[name] {
 				return tallies[name].memory[n]
 			}
 			return tallies[name].memory[n] - direct.memory[n]
 		}
-		ran := func(name string) bool { return tallies[name].skipped[n] == "" && tallies[Direct].skipped[n] == "" }
+		ran := func(name string) bool {
+			return tallies[name].skipped[n] == "" && (separate[name] || tallies[Direct].skipped[n] == "")
+		}
 		mr := row{metric: memoryLabel(n), cells: map[string]string{},
 			target: fmt.Sprintf("tandem s=0 ≤ %d KiB", targetStreamBytes>>10)}
 		for _, name := range r.columns {
@@ -199,13 +203,21 @@ func buildReport(c Config, p plan, variants []*variant, tallies map[string]*tall
 	}
 
 	samples := direct.requests / len(concurrencies)
+	where := "in this process"
+	cpuNote := "for tandem, this process's CPU minus direct's; for nginx, its workers' CPU from /proc. For s=1 it includes the in-process A and B upstreams serving the mirrored streams."
+	memNote := "for tandem, Go heap objects and goroutine stacks after garbage collection, minus direct's (for s=1 this includes the A and B upstreams' side of the two mirrored streams); for nginx, the resident memory of its master and workers."
+	if c.Tandem != "" {
+		where = "as a separate process (" + c.Tandem + " serve)"
+		cpuNote = "for tandem and for nginx's workers, their own CPU from /proc."
+		memNote = "for tandem and for nginx (master and workers), the growth of their resident memory."
+	}
 	r.notes = []string{
 		fmt.Sprintf("%d rounds; in each, every variant ran %d requests at each concurrency (1 and %d, closed loop), in an order rotated every round; %d content frames per stream from a zero-think-time upstream in this process; %d TTFT samples per cell.",
 			p.rounds, p.requests, sat, p.frames, samples),
 		"TTFT is measured by the client, from sending the request to the arrival of the first content frame. Cells of proxies give the value, what it adds to direct, and the ratio to direct; the ÷ nginx column compares tandem s=0 with nginx (for TTFT, the added times).",
-		"tandem runs in this process with A and B configured: s=0 mirrors nothing, s=1 mirrors every request to two more upstreams like production. Those upstreams run in this process too and share its CPUs with production, so s=1 shows mirroring to arms without capacity of their own; the p99 target assumes arms with their own.",
-		"CPU per request: for direct, this process (client and upstream); for tandem, this process's CPU minus direct's; for nginx, its workers' CPU from /proc. For s=1 it includes the in-process A and B upstreams serving the mirrored streams.",
-		"Memory per in-flight stream: streams held open after their first content frame. For tandem, Go heap objects and goroutine stacks after garbage collection, minus direct's (for s=1 this includes the A and B upstreams' side of the two mirrored streams); for nginx, the resident memory of its master and workers.",
+		"tandem runs " + where + " with A and B configured: s=0 mirrors nothing, s=1 mirrors every request to two more upstreams like production. Those upstreams run in this process and share the machine's CPUs with production, so s=1 shows mirroring to arms without capacity of their own; the p99 target assumes arms with their own.",
+		"CPU per request: for direct, this process (client and upstream); " + cpuNote,
+		"Memory per in-flight stream: streams held open after their first content frame; " + memNote,
 		machine(),
 	}
 	return r

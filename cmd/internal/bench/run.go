@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"os"
 	"os/exec"
@@ -30,10 +31,10 @@ const (
 
 // variant is one way from the client to the production upstream.
 type variant struct {
-	name  string
-	url   string
-	nginx *nginx      // nil when the proxy runs in this process
-	arms  []*upstream // mirrored-to upstreams, held with production in the memory phase
+	name string
+	url  string
+	ext  external    // nil when the proxy, if any, runs in this process
+	arms []*upstream // mirrored-to upstreams, held with production in the memory phase
 }
 
 // tally is everything measured of one variant.
@@ -44,9 +45,9 @@ type tally struct {
 	requests int
 	failed   int
 	cpu      time.Duration // this process, over all phases
-	nginxCPU time.Duration // nginx workers, over all phases
+	extCPU   time.Duration // the proxy's own processes, over all phases
 
-	memory  map[int]float64 // bytes per in-flight stream, by stream count (this process, or nginx)
+	memory  map[int]float64 // bytes per in-flight stream, by stream count (this process, or the proxy's own)
 	held    map[int]int     // streams in flight when memory was measured
 	errors  map[int]int     // failed or never in flight, by stream count
 	skipped map[int]string  // why a stream count was not run
@@ -93,14 +94,25 @@ func Run(ctx context.Context, c Config, stdout, stderr io.Writer) error {
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	variants := []*variant{{name: Direct, url: prod.url}}
 	for _, rate := range []string{"0", "1"} {
-		url, stop, err := startTandem(ctx, log, prod, armA, armB, rate, maxStreams)
-		if err != nil {
-			return err
-		}
-		defer stop()
-		v := &variant{name: Tandem0, url: url}
+		env := tandemEnv(prod, armA, armB, rate, maxStreams)
+		v := &variant{name: Tandem0}
 		if rate == "1" {
 			v.name, v.arms = Tandem1, []*upstream{armA, armB}
+		}
+		if c.Tandem != "" {
+			t, err := startTandemProcess(ctx, c.Tandem, env)
+			if err != nil {
+				return err
+			}
+			defer t.stop()
+			v.url, v.ext = t.url, t
+		} else {
+			url, stop, err := startTandem(ctx, log, env)
+			if err != nil {
+				return err
+			}
+			defer stop()
+			v.url = url
 		}
 		variants = append(variants, v)
 	}
@@ -115,7 +127,7 @@ func Run(ctx context.Context, c Config, stdout, stderr io.Writer) error {
 			return fmt.Errorf("starting nginx: %w", err)
 		}
 		defer n.stop()
-		variants = append(variants, &variant{name: Nginx, url: n.url, nginx: n})
+		variants = append(variants, &variant{name: Nginx, url: n.url, ext: n})
 		nginxNote = "nginx " + n.version
 	}
 	fmt.Fprintf(stderr, "bench: %s\n", nginxNote)
@@ -133,7 +145,7 @@ func Run(ctx context.Context, c Config, stdout, stderr io.Writer) error {
 		for _, conc := range concurrencies {
 			for i := range variants {
 				v := variants[(i+r)%len(variants)]
-				res, cpu, nginxCPU := runPhase(ctx, client, v, p, conc, id)
+				res, cpu, extCPU := runPhase(ctx, client, v, p, conc, id)
 				id += p.requests
 				if err := ctx.Err(); err != nil {
 					return err
@@ -145,7 +157,7 @@ func Run(ctx context.Context, c Config, stdout, stderr io.Writer) error {
 				t.requests += p.requests
 				t.failed += res.errors
 				t.cpu += cpu
-				t.nginxCPU += nginxCPU
+				t.extCPU += extCPU
 				fmt.Fprintf(stderr, "bench: round %d/%d, %2d concurrent, %-10s p50 TTFT %.3f ms, %.0f frames/s, %d failed (%s)\n",
 					r+1, p.rounds, conc, v.name, percentile(res.ttfts, 0.5)*1e3, res.framesPerSecond(), res.errors, time.Since(started).Round(time.Second))
 			}
@@ -155,6 +167,11 @@ func Run(ctx context.Context, c Config, stdout, stderr io.Writer) error {
 		for _, v := range variants {
 			if need := uint64(n*v.filesPerStream() + fileReserve); need > limit {
 				tallies[v.name].skipped[n] = fmt.Sprintf("not run: needs %d open files, the limit is %d", need, limit)
+				fmt.Fprintf(stderr, "bench: %d in-flight streams, %-10s %s\n", n, v.name, tallies[v.name].skipped[n])
+				continue
+			}
+			if need := uint64(n*v.proxyFilesPerStream() + fileReserve); need > limit {
+				tallies[v.name].skipped[n] = fmt.Sprintf("not run: the proxy needs %d open files, the limit is %d", need, limit)
 				fmt.Fprintf(stderr, "bench: %d in-flight streams, %-10s %s\n", n, v.name, tallies[v.name].skipped[n])
 				continue
 			}
@@ -181,22 +198,29 @@ func Run(ctx context.Context, c Config, stdout, stderr io.Writer) error {
 const fileReserve = 1024
 
 // filesPerStream is the descriptors one held stream takes in this process:
-// the client's connection, and for each upstream the stream reaches, its
-// side of the connection and the proxy's side when the proxy is in this
-// process.
+// the client's connection and, for each upstream the stream reaches, the
+// upstream's side, plus the proxy's two sides when it runs in this process.
 func (v *variant) filesPerStream() int {
-	if v.name == Direct || v.nginx != nil {
-		return 2
+	files := 2 + len(v.arms)
+	if v.name != Direct && v.ext == nil {
+		files += v.proxyFilesPerStream()
 	}
-	return 2 + 2*(1+len(v.arms))
+	return files
 }
 
-// startTandem serves tandem in this process in front of prod, with A and B
-// configured and sampling rate rate. It returns tandem's base URL.
-func startTandem(ctx context.Context, log *slog.Logger, prod, a, b *upstream, rate string, streams int) (string, func(), error) {
-	cfg, err := proxy.LoadConfig(ctx, envconfig.MapLookuper(map[string]string{
-		"TANDEM_LISTEN_ADDR":          "127.0.0.1:0",
-		"TANDEM_METRICS_ADDR":         "127.0.0.1:0",
+// proxyFilesPerStream is the descriptors one held stream takes in the
+// proxy: the client's connection and one to each upstream it reaches.
+func (v *variant) proxyFilesPerStream() int {
+	if v.name == Direct {
+		return 0
+	}
+	return 2 + len(v.arms)
+}
+
+// tandemEnv is tandem's configuration in front of prod, with A and B
+// configured and sampling rate rate, for up to streams mirrored streams.
+func tandemEnv(prod, a, b *upstream, rate string, streams int) map[string]string {
+	return map[string]string{
 		"TANDEM_PRIMARY_URL":          prod.url,
 		"TANDEM_A_URL":                a.url,
 		"TANDEM_B_URL":                b.url,
@@ -204,7 +228,15 @@ func startTandem(ctx context.Context, log *slog.Logger, prod, a, b *upstream, ra
 		"TANDEM_SAMPLE_BY":            "request",
 		"TANDEM_SHADOW_MAX_IN_FLIGHT": fmt.Sprint(streams + 1024),
 		"TANDEM_SHUTDOWN_GRACE":       "5s",
-	}))
+	}
+}
+
+// startTandem serves tandem in this process, configured by env, on
+// loopback ports. It returns tandem's base URL.
+func startTandem(ctx context.Context, log *slog.Logger, env map[string]string) (string, func(), error) {
+	vars := map[string]string{"TANDEM_LISTEN_ADDR": "127.0.0.1:0", "TANDEM_METRICS_ADDR": "127.0.0.1:0"}
+	maps.Copy(vars, env)
+	cfg, err := proxy.LoadConfig(ctx, envconfig.MapLookuper(vars))
 	if err != nil {
 		return "", nil, err
 	}
@@ -232,13 +264,13 @@ func startTandem(ctx context.Context, log *slog.Logger, prod, a, b *upstream, ra
 }
 
 // runPhase runs one closed-loop phase and returns it with the CPU time this
-// process and nginx's workers used during it. For a mirroring variant the
+// process and the proxy's own processes used during it. For a mirroring variant the
 // phase ends when the arms have finished too.
 func runPhase(ctx context.Context, client *http.Client, v *variant, p plan, conc, firstID int) (phaseResult, time.Duration, time.Duration) {
 	cpu0 := processCPU()
-	var nginx0 time.Duration
-	if v.nginx != nil {
-		nginx0, _ = v.nginx.usage()
+	var ext0 time.Duration
+	if v.ext != nil {
+		ext0, _ = v.ext.usage()
 	}
 	res := closedLoop(ctx, client, v.url, p.requests, conc, p.frames, firstID)
 	for _, arm := range v.arms {
@@ -247,12 +279,12 @@ func runPhase(ctx context.Context, client *http.Client, v *variant, p plan, conc
 		cancel()
 	}
 	cpu := processCPU() - cpu0
-	var nginxCPU time.Duration
-	if v.nginx != nil {
-		n1, _ := v.nginx.usage()
-		nginxCPU = n1 - nginx0
+	var extCPU time.Duration
+	if v.ext != nil {
+		ext1, _ := v.ext.usage()
+		extCPU = ext1 - ext0
 	}
-	return res, cpu, nginxCPU
+	return res, cpu, extCPU
 }
 
 // holdTimeout bounds how long the memory phase waits for its streams to be
@@ -262,9 +294,9 @@ const holdTimeout = 90 * time.Second
 // holdStreams opens n streams through v, holds them all mid-stream (after
 // their first content frame), measures the memory they hold, releases them
 // and reads them to the end. It returns the streams in flight at the
-// measurement, the memory per stream (this process's Go heap and stacks, or
-// nginx's resident memory), and the streams that failed or were never in
-// flight.
+// measurement, the memory per stream (the resident memory of a proxy in its
+// own processes, or this process's Go heap and stacks), and the streams that
+// failed or were never in flight.
 func holdStreams(ctx context.Context, client *http.Client, v *variant, prod *upstream, frames, n, firstID int) (held int, perStream float64, failed int) {
 	ups := append([]*upstream{prod}, v.arms...)
 	for _, u := range ups {
@@ -334,11 +366,11 @@ func allHeld(ups []*upstream, n int64, reached, errs *atomic.Int64) bool {
 	return true
 }
 
-// memoryOf is nginx's resident memory for nginx, this process's Go memory
-// otherwise.
+// memoryOf is the resident memory of a proxy in its own processes, this
+// process's Go memory otherwise.
 func memoryOf(v *variant) int64 {
-	if v.nginx != nil {
-		_, rss := v.nginx.usage()
+	if v.ext != nil {
+		_, rss := v.ext.usage()
 		return rss
 	}
 	return goMemory()
