@@ -182,8 +182,12 @@ func Run(ctx context.Context, c Config, stdout, stderr io.Writer) error {
 			}
 			t := tallies[v.name]
 			t.memory[n], t.held[n], t.errors[n] = perStream, held, failed
-			fmt.Fprintf(stderr, "bench: %d in-flight streams, %-10s %d held, %.1f KiB each (before subtracting direct), %d failed (%s)\n",
-				n, v.name, held, perStream/1024, failed, time.Since(started).Round(time.Second))
+			what := "resident memory"
+			if v.ext == nil {
+				what = "Go memory of this process"
+			}
+			fmt.Fprintf(stderr, "bench: %d in-flight streams, %-10s %d held, %s grew %.1f KiB per stream, %d failed (%s)\n",
+				n, v.name, held, what, perStream/1024, failed, time.Since(started).Round(time.Second))
 		}
 	}
 
