@@ -5,10 +5,10 @@ import (
 	"encoding/json"
 )
 
-// The helpers below walk a JSON document that encoding/json's Valid has
-// accepted, without decoding it: they hand out sub-slices of the input, so
-// reading a frame costs no allocation. On invalid input they stop early but
-// never panic.
+// The helpers below walk a JSON document that validJSON has accepted,
+// without decoding it: they hand out sub-slices of the input, so reading a
+// frame costs no allocation. On invalid input they stop early but never
+// panic.
 
 func skipSpace(b []byte, i int) int {
 	for i < len(b) {

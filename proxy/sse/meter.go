@@ -2,7 +2,6 @@ package sse
 
 import (
 	"bytes"
-	"encoding/json"
 	"time"
 
 	"github.com/kestrelops/tandem/exporter"
@@ -116,7 +115,7 @@ func (m *Meter) event(ev Event) {
 		m.res.ended = true
 		return
 	}
-	if json.Valid(ev.Data) && m.readChoices(ev.Data) {
+	if validJSON(ev.Data) && m.readChoices(ev.Data) {
 		m.outputFrame()
 	}
 }
@@ -247,7 +246,7 @@ func kindOf[T string | []byte](typ T) responsesKind {
 // responsesEvent reads one Responses API stream event. Its type is the JSON
 // "type" field, or the SSE event name when the data has none.
 func (m *Meter) responsesEvent(ev Event) {
-	if !json.Valid(ev.Data) {
+	if !validJSON(ev.Data) {
 		return
 	}
 	var typ, delta, response []byte
@@ -349,7 +348,7 @@ func (m *Meter) settle() {
 	}
 	m.docParsed = len(m.doc)
 	m.res = result{}
-	if !json.Valid(m.doc) {
+	if !validJSON(m.doc) {
 		return
 	}
 	m.res.ended = true
