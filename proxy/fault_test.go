@@ -349,7 +349,7 @@ func TestSlowReaderBackPressure(t *testing.T) {
 	total := int64(frameBytes*frameCount + len("data: [DONE]\n\n"))
 
 	r := newRig(t, testupstream.Script{Frames: frames}, testupstream.Script{}, testupstream.Script{}, nil)
-	before := heapInuse()
+	before := memStats().HeapInuse
 	req, _ := http.NewRequest(http.MethodPost, r.front.URL+"/v1/chat/completions", strings.NewReader(chatBody))
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -358,7 +358,7 @@ func TestSlowReaderBackPressure(t *testing.T) {
 	defer resp.Body.Close()
 
 	written := waitUntilStalled(r.prod)
-	grown := int64(heapInuse()) - int64(before)
+	grown := int64(memStats().HeapInuse) - int64(before)
 	t.Logf("upstream wrote %d of %d bytes before stalling; heap grew %d bytes", written, total, grown)
 	if written >= total {
 		t.Fatalf("upstream wrote the whole %d bytes to a client that read nothing", total)
@@ -395,10 +395,13 @@ func waitUntilStalled(u *testupstream.Server) int64 {
 	return last
 }
 
-func heapInuse() uint64 {
-	runtime.GC()
-	runtime.GC()
+// memStats reads the memory statistics after enough collections for sync
+// pools and finalized objects to be freed.
+func memStats() runtime.MemStats {
+	for range 4 {
+		runtime.GC()
+	}
 	var m runtime.MemStats
 	runtime.ReadMemStats(&m)
-	return m.HeapInuse
+	return m
 }
