@@ -101,24 +101,25 @@ func pieces(s string, n int) []string {
 	return append(out, s)
 }
 
-// TestArmFaultsNeverReachProduction holds both arms until production's
+// TestArmFaultsNeverReachProduction holds the arms (a hanging B holds itself)
+// until production's
 // response has been fully received, then lets each fault happen: production is
 // byte-identical and done while the pair is still in flight, each fault is
 // counted under its outcome, and the request yields exactly one pair result.
 func TestArmFaultsNeverReachProduction(t *testing.T) {
 	drip := pieces(testupstream.StreamBody(3), 7)
 	for _, tc := range []struct {
-		name         string
-		a, b         testupstream.Script
-		aDown        bool
-		pace         int // values the test feeds B's Pace after production is done
-		timeout      string
-		aOut, bOut   string
-		pair         string
-		bOutputToken float64
+		name       string
+		a, b       testupstream.Script
+		aDown      bool
+		pace       int // values the test feeds B's Pace after production is done
+		timeout    string
+		aOut, bOut string
+		pair       string
+		bTokens    float64
 	}{
 		{name: "A refuses connections", aDown: true,
-			aOut: exporter.OutcomeError, bOut: exporter.OutcomeCompleted, pair: exporter.PairAFailed, bOutputToken: 3},
+			aOut: exporter.OutcomeError, bOut: exporter.OutcomeCompleted, pair: exporter.PairAFailed, bTokens: 3},
 		{name: "B answers 500", b: testupstream.Script{Status: 500},
 			aOut: exporter.OutcomeCompleted, bOut: exporter.OutcomeError, pair: exporter.PairBFailed},
 		{name: "B answers 429", b: testupstream.Script{Status: 429},
@@ -128,13 +129,13 @@ func TestArmFaultsNeverReachProduction(t *testing.T) {
 		{name: "B reset mid-stream", b: testupstream.Script{Tokens: 5, CutAfter: 2},
 			aOut: exporter.OutcomeCompleted, bOut: exporter.OutcomeIncomplete, pair: exporter.PairBFailed},
 		{name: "B malformed SSE with its end", b: testupstream.Script{Frames: malformedFrames(true)},
-			aOut: exporter.OutcomeCompleted, bOut: exporter.OutcomeCompleted, pair: exporter.PairBothCompleted, bOutputToken: 1},
+			aOut: exporter.OutcomeCompleted, bOut: exporter.OutcomeCompleted, pair: exporter.PairBothCompleted, bTokens: 1},
 		{name: "B malformed SSE without its end", b: testupstream.Script{Frames: malformedFrames(false)},
 			aOut: exporter.OutcomeCompleted, bOut: exporter.OutcomeIncomplete, pair: exporter.PairBFailed},
 		{name: "B slow drip", b: testupstream.Script{Frames: drip}, pace: len(drip) - 1,
-			aOut: exporter.OutcomeCompleted, bOut: exporter.OutcomeCompleted, pair: exporter.PairBothCompleted, bOutputToken: 3},
+			aOut: exporter.OutcomeCompleted, bOut: exporter.OutcomeCompleted, pair: exporter.PairBothCompleted, bTokens: 3},
 		{name: "B 1 MiB frame", b: testupstream.Script{Frames: largeFrames()},
-			aOut: exporter.OutcomeCompleted, bOut: exporter.OutcomeCompleted, pair: exporter.PairBothCompleted, bOutputToken: 1},
+			aOut: exporter.OutcomeCompleted, bOut: exporter.OutcomeCompleted, pair: exporter.PairBothCompleted, bTokens: 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -187,8 +188,8 @@ func TestArmFaultsNeverReachProduction(t *testing.T) {
 			if n := r.total(t, exporter.MetricPairs, nil); n != 1 {
 				t.Errorf("pairs = %v, want exactly 1", n)
 			}
-			if n := r.total(t, exporter.MetricOutputTokens, map[string]string{"config": "B"}); n != tc.bOutputToken {
-				t.Errorf("B output tokens = %v, want %v", n, tc.bOutputToken)
+			if n := r.total(t, exporter.MetricOutputTokens, map[string]string{"config": "B"}); n != tc.bTokens {
+				t.Errorf("B output tokens = %v, want %v", n, tc.bTokens)
 			}
 			if n := r.value(t, exporter.MetricRequests, map[string]string{"config": "production", "class": "fresh", "outcome": "completed"}); n != 1 {
 				t.Errorf("production completed = %v, want 1", n)
