@@ -102,10 +102,10 @@ func pieces(s string, n int) []string {
 }
 
 // TestArmFaultsNeverReachProduction holds the arms (a hanging B holds itself)
-// until production's
-// response has been fully received, then lets each fault happen: production is
-// byte-identical and done while the pair is still in flight, each fault is
-// counted under its outcome, and the request yields exactly one pair result.
+// until production's response has been fully received, then lets each fault
+// happen: production is byte-identical and done while the pair is still in
+// flight, each fault is counted under its outcome, and the request yields
+// exactly one pair result.
 func TestArmFaultsNeverReachProduction(t *testing.T) {
 	drip := pieces(testupstream.StreamBody(3), 7)
 	for _, tc := range []struct {
