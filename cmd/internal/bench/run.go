@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -34,6 +35,7 @@ type variant struct {
 	name string
 	url  string
 	ext  external    // nil when the proxy, if any, runs in this process
+	prod *upstream   // production
 	arms []*upstream // mirrored-to upstreams, held with production in the memory phase
 }
 
@@ -68,67 +70,18 @@ func Run(ctx context.Context, c Config, stdout, stderr io.Writer) error {
 		return err
 	}
 	p := c.plan()
-	maxStreams := 0
-	for _, n := range p.streams {
-		maxStreams = max(maxStreams, n)
-	}
-	limit := raiseFileLimit(uint64(8*maxStreams + fileReserve))
-	fmt.Fprintf(stderr, "bench: file descriptor limit %d\n", limit)
+	limit := raiseFileLimit(uint64(8*slices.Max(p.streams) + fileReserve))
+	fmt.Fprintf(stderr, "bench: open file limit %d\n", limit)
 
-	prod, err := startUpstream(p.frames)
+	var stops []func()
+	defer func() {
+		for _, stop := range slices.Backward(stops) {
+			stop()
+		}
+	}()
+	variants, nginxNote, err := startVariants(ctx, c, p, stderr, &stops)
 	if err != nil {
 		return err
-	}
-	defer prod.close()
-	armA, err := startUpstream(p.frames)
-	if err != nil {
-		return err
-	}
-	defer armA.close()
-	armB, err := startUpstream(p.frames)
-	if err != nil {
-		return err
-	}
-	defer armB.close()
-
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	variants := []*variant{{name: Direct, url: prod.url}}
-	for _, rate := range []string{"0", "1"} {
-		env := tandemEnv(prod, armA, armB, rate, maxStreams)
-		v := &variant{name: Tandem0}
-		if rate == "1" {
-			v.name, v.arms = Tandem1, []*upstream{armA, armB}
-		}
-		if c.Tandem != "" {
-			t, err := startTandemProcess(ctx, c.Tandem, env)
-			if err != nil {
-				return err
-			}
-			defer t.stop()
-			v.url, v.ext = t.url, t
-		} else {
-			url, stop, err := startTandem(ctx, log, env)
-			if err != nil {
-				return err
-			}
-			defer stop()
-			v.url = url
-		}
-		variants = append(variants, v)
-	}
-	nginxNote := ""
-	if p.nginx == "" {
-		nginxNote = "nginx left out (--nginx is empty)"
-	} else if _, err := exec.LookPath(p.nginx); err != nil {
-		nginxNote = fmt.Sprintf("nginx left out: %s is not installed", p.nginx)
-	} else {
-		n, err := startNginx(ctx, p.nginx, strings.TrimPrefix(prod.url, "http://"), maxStreams)
-		if err != nil {
-			return fmt.Errorf("starting nginx: %w", err)
-		}
-		defer n.stop()
-		variants = append(variants, &variant{name: Nginx, url: n.url, ext: n})
-		nginxNote = "nginx " + n.version
 	}
 	fmt.Fprintf(stderr, "bench: %s\n", nginxNote)
 
@@ -138,15 +91,96 @@ func Run(ctx context.Context, c Config, stdout, stderr io.Writer) error {
 	for _, v := range variants {
 		tallies[v.name] = newTally()
 	}
+	b := &bench{client: client, plan: p, limit: limit, progress: stderr, started: time.Now()}
+	if err := b.rounds(ctx, variants, tallies); err != nil {
+		return err
+	}
+	if err := b.memory(ctx, variants, tallies); err != nil {
+		return err
+	}
 
-	started := time.Now()
-	id := 0
+	rep := buildReport(c, p, variants, tallies)
+	rep.notes = append(rep.notes, nginxNote)
+	rep.write(stdout)
+	return nil
+}
+
+// startVariants starts the upstreams and the proxies and returns the
+// variants in column order and a note on nginx. Everything started is
+// stopped by the functions appended to stops.
+func startVariants(ctx context.Context, c Config, p plan, stderr io.Writer, stops *[]func()) ([]*variant, string, error) {
+	var ups [3]*upstream // production, A, B
+	for i := range ups {
+		u, err := startUpstream(p.frames)
+		if err != nil {
+			return nil, "", err
+		}
+		*stops = append(*stops, u.close)
+		ups[i] = u
+	}
+	prod := ups[0]
+	peak := slices.Max(p.streams)
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+
+	variants := []*variant{{name: Direct, url: prod.url, prod: prod}}
+	for _, rate := range []string{"0", "1"} {
+		env := tandemEnv(prod, ups[1], ups[2], rate, peak)
+		v := &variant{name: Tandem0, prod: prod}
+		if rate == "1" {
+			v.name, v.arms = Tandem1, ups[1:]
+		}
+		if c.Tandem != "" {
+			t, err := startTandemProcess(ctx, c.Tandem, env)
+			if err != nil {
+				return nil, "", err
+			}
+			*stops = append(*stops, t.stop)
+			v.url, v.ext = t.url, t
+		} else {
+			url, stop, err := startTandem(ctx, log, env)
+			if err != nil {
+				return nil, "", err
+			}
+			*stops = append(*stops, stop)
+			v.url = url
+		}
+		variants = append(variants, v)
+	}
+
+	if p.nginx == "" {
+		return variants, "nginx left out (--nginx is empty)", nil
+	}
+	if _, err := exec.LookPath(p.nginx); err != nil {
+		return variants, fmt.Sprintf("nginx left out: %s is not installed", p.nginx), nil
+	}
+	n, err := startNginx(ctx, p.nginx, strings.TrimPrefix(prod.url, "http://"), peak)
+	if err != nil {
+		return nil, "", fmt.Errorf("starting nginx: %w", err)
+	}
+	*stops = append(*stops, n.stop)
+	return append(variants, &variant{name: Nginx, url: n.url, ext: n, prod: prod}), "nginx " + n.version, nil
+}
+
+// bench runs the phases of one benchmark.
+type bench struct {
+	client   *http.Client
+	plan     plan
+	limit    uint64 // open files this process may hold
+	progress io.Writer
+	started  time.Time
+	nextID   int // of the next request, so every prompt is new
+}
+
+// rounds runs the latency and throughput phases: every round runs every
+// variant at every concurrency, starting each round with the next variant.
+func (b *bench) rounds(ctx context.Context, variants []*variant, tallies map[string]*tally) error {
+	p := b.plan
 	for r := range p.rounds {
 		for _, conc := range concurrencies {
 			for i := range variants {
 				v := variants[(i+r)%len(variants)]
-				res, cpu, extCPU := runPhase(ctx, client, v, p, conc, id)
-				id += p.requests
+				res, cpu, extCPU := runPhase(ctx, b.client, v, p, conc, b.nextID)
+				b.nextID += p.requests
 				if err := ctx.Err(); err != nil {
 					return err
 				}
@@ -158,43 +192,54 @@ func Run(ctx context.Context, c Config, stdout, stderr io.Writer) error {
 				t.failed += res.errors
 				t.cpu += cpu
 				t.extCPU += extCPU
-				fmt.Fprintf(stderr, "bench: round %d/%d, %2d concurrent, %-10s p50 TTFT %.3f ms, %.0f frames/s, %d failed (%s)\n",
-					r+1, p.rounds, conc, v.name, percentile(res.ttfts, 0.5)*1e3, res.framesPerSecond(), res.errors, time.Since(started).Round(time.Second))
+				fmt.Fprintf(b.progress, "bench: round %d/%d, %2d concurrent, %-10s p50 TTFT %.3f ms, %.0f frames/s, %d failed (%s)\n",
+					r+1, p.rounds, conc, v.name, percentile(res.ttfts, 0.5)*1e3, res.framesPerSecond(), res.errors, b.elapsed())
 			}
 		}
 	}
-	for _, n := range p.streams {
+	return nil
+}
+
+// memory runs the memory phases: each variant holds each number of streams
+// in flight, unless that needs more open files than allowed.
+func (b *bench) memory(ctx context.Context, variants []*variant, tallies map[string]*tally) error {
+	for _, n := range b.plan.streams {
 		for _, v := range variants {
-			if need := uint64(n*v.filesPerStream() + fileReserve); need > limit {
-				tallies[v.name].skipped[n] = fmt.Sprintf("not run: needs %d open files, the limit is %d", need, limit)
-				fmt.Fprintf(stderr, "bench: %d in-flight streams, %-10s %s\n", n, v.name, tallies[v.name].skipped[n])
+			t := tallies[v.name]
+			if reason := b.tooManyFiles(v, n); reason != "" {
+				t.skipped[n] = reason
+				fmt.Fprintf(b.progress, "bench: %d in-flight streams, %-10s %s\n", n, v.name, reason)
 				continue
 			}
-			if need := uint64(n*v.proxyFilesPerStream() + fileReserve); need > limit {
-				tallies[v.name].skipped[n] = fmt.Sprintf("not run: the proxy needs %d open files, the limit is %d", need, limit)
-				fmt.Fprintf(stderr, "bench: %d in-flight streams, %-10s %s\n", n, v.name, tallies[v.name].skipped[n])
-				continue
-			}
-			held, perStream, failed := holdStreams(ctx, client, v, prod, p.frames, n, id)
-			id += n
+			held, perStream, failed := holdStreams(ctx, b.client, v, b.plan.frames, n, b.nextID)
+			b.nextID += n
 			if err := ctx.Err(); err != nil {
 				return err
 			}
-			t := tallies[v.name]
 			t.memory[n], t.held[n], t.errors[n] = perStream, held, failed
 			what := "resident memory"
 			if v.ext == nil {
 				what = "Go memory of this process"
 			}
-			fmt.Fprintf(stderr, "bench: %d in-flight streams, %-10s %d held, %s grew %.1f KiB per stream, %d failed (%s)\n",
-				n, v.name, held, what, perStream/1024, failed, time.Since(started).Round(time.Second))
+			fmt.Fprintf(b.progress, "bench: %d in-flight streams, %-10s %d held, %s grew %.1f KiB per stream, %d failed (%s)\n",
+				n, v.name, held, what, perStream/1024, failed, b.elapsed())
 		}
 	}
-
-	rep := buildReport(c, p, variants, tallies)
-	rep.notes = append(rep.notes, nginxNote)
-	rep.write(stdout)
 	return nil
+}
+
+func (b *bench) elapsed() time.Duration { return time.Since(b.started).Round(time.Second) }
+
+// tooManyFiles says why holding n streams through v would exceed the open
+// file limit, in this process or in the proxy's; empty when it would not.
+func (b *bench) tooManyFiles(v *variant, n int) string {
+	if need := uint64(n*v.filesPerStream() + fileReserve); need > b.limit {
+		return fmt.Sprintf("not run: needs %d open files, the limit is %d", need, b.limit)
+	}
+	if need := uint64(n*v.proxyFilesPerStream() + fileReserve); need > b.limit {
+		return fmt.Sprintf("not run: the proxy needs %d open files, the limit is %d", need, b.limit)
+	}
+	return ""
 }
 
 // fileReserve is the open files kept for listeners, idle connections and
@@ -301,8 +346,8 @@ const holdTimeout = 90 * time.Second
 // measurement, the memory per stream (the resident memory of a proxy in its
 // own processes, or this process's Go heap and stacks), and the streams that
 // failed or were never in flight.
-func holdStreams(ctx context.Context, client *http.Client, v *variant, prod *upstream, frames, n, firstID int) (held int, perStream float64, failed int) {
-	ups := append([]*upstream{prod}, v.arms...)
+func holdStreams(ctx context.Context, client *http.Client, v *variant, frames, n, firstID int) (held int, perStream float64, failed int) {
+	ups := append([]*upstream{v.prod}, v.arms...)
 	for _, u := range ups {
 		u.dropIdle()
 	}
