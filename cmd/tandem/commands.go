@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 
+	"github.com/kestrelops/tandem/cmd/internal/bench"
 	"github.com/kestrelops/tandem/cmd/internal/demo"
 	"github.com/kestrelops/tandem/cmd/internal/loadgen"
 	"github.com/kestrelops/tandem/cmd/internal/report"
@@ -22,6 +23,7 @@ func init() {
 	commands["loadgen"] = command{"send open-loop mixed load to an OpenAI-compatible API", runLoadgen}
 	commands["dashboards"] = command{"write the Grafana dashboards as JSON", runDashboards}
 	commands["rules"] = command{"write the Prometheus recording and alerting rules", runRules}
+	commands["bench"] = command{"measure tandem's overhead against direct and nginx", runBench}
 	commands["report"] = command{"state what the evidence supports, from Prometheus or per-request records", runReport}
 }
 
@@ -136,4 +138,19 @@ func runReport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return exitCode(code)
 	}
 	return nil
+}
+
+func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	var c bench.Config
+	fs := newFlags("bench", "[flags]", stderr)
+	c.RegisterFlags(fs)
+	// tandem runs as its own process by default, measured from /proc like nginx.
+	if exe, err := os.Executable(); err == nil {
+		fs.Lookup("tandem").DefValue = exe
+		c.Tandem = exe
+	}
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	return bench.Run(ctx, c, stdout, stderr)
 }

@@ -48,10 +48,11 @@ func runServe(ctx context.Context, args []string, _, stderr io.Writer) error {
 	})
 }
 
-// flagError ends a command whose flags did not parse: -h is not a failure.
+// flagError ends a command whose flags did not parse (the flag package has
+// said why); -h ends it successfully.
 func flagError(err error) error {
 	if errors.Is(err, flag.ErrHelp) {
-		return nil
+		return exitCode(0)
 	}
 	return exitCode(2)
 }
