@@ -104,7 +104,7 @@ func (u *upstream) shadowRequest(ctx context.Context, api sse.API, in *url.URL, 
 	if err != nil {
 		return nil, err
 	}
-	req.URL = &url.URL{Path: in.Path, RawPath: in.RawPath, RawQuery: in.RawQuery}
+	req.URL = &url.URL{Path: in.Path, RawPath: in.RawPath, RawQuery: shadowQuery(in.Query())}
 	(&httputil.ProxyRequest{Out: req}).SetURL(u.url)
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "text/event-stream")
@@ -113,6 +113,20 @@ func (u *upstream) shadowRequest(ctx context.Context, api sse.API, in *url.URL, 
 		req.Header.Set("Authorization", "Bearer "+string(u.apiKey))
 	}
 	return req, nil
+}
+
+// shadowQueryParams are the query parameters an arm receives; others, such
+// as a client's key=..., never leave production's request.
+var shadowQueryParams = []string{"api-version"}
+
+func shadowQuery(in url.Values) string {
+	out := url.Values{}
+	for _, name := range shadowQueryParams {
+		if v, ok := in[name]; ok {
+			out[name] = v
+		}
+	}
+	return out.Encode()
 }
 
 // measureShadow sends req and reads the whole response, measuring it; the

@@ -417,3 +417,22 @@ func TestCompressedProductionResponsePassesUnmeasured(t *testing.T) {
 		}
 	}
 }
+
+func TestShadowsGetNoClientQueryCredentials(t *testing.T) {
+	r := newRig(t, testupstream.Script{}, testupstream.Script{}, testupstream.Script{}, nil)
+	resp, err := http.Post(r.front.URL+"/v1/chat/completions?api-version=2024-06-01&key=client-secret", "application/json", strings.NewReader(chatBody))
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	r.idle()
+	if q := r.prod.Received()[0].RawQuery; q != "api-version=2024-06-01&key=client-secret" {
+		t.Errorf("production query %q, want the client's", q)
+	}
+	for name, up := range map[string]*testupstream.Server{"A": r.a, "B": r.b} {
+		if q := up.Received()[0].RawQuery; q != "api-version=2024-06-01" {
+			t.Errorf("%s query %q, want only api-version", name, q)
+		}
+	}
+}

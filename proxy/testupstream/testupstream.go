@@ -37,9 +37,9 @@ type Script struct {
 
 // Received is one request as the upstream saw it.
 type Received struct {
-	Method, Path string
-	Header       http.Header
-	Body         []byte
+	Method, Path, RawQuery string
+	Header                 http.Header
+	Body                   []byte
 }
 
 // Server is a running fake upstream.
@@ -109,7 +109,7 @@ func StreamBody(n int) string {
 func (u *Server) serve(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
 	u.mu.Lock()
-	u.received = append(u.received, Received{Method: r.Method, Path: r.URL.Path, Header: r.Header.Clone(), Body: body})
+	u.received = append(u.received, Received{Method: r.Method, Path: r.URL.Path, RawQuery: r.URL.RawQuery, Header: r.Header.Clone(), Body: body})
 	s := u.script
 	u.mu.Unlock()
 	select {
