@@ -144,6 +144,9 @@ func (u *upstream) measureShadow(api sse.API, req *http.Request) shadowResult {
 	io.CopyBuffer(io.Discard, io.LimitReader(resp.Body, maxShadowResponseBytes), *buf)
 	copyBuffers.Put(buf)
 	resp.Body.Close()
+	// An arm that compressed its response anyway was not measured; the
+	// pair still needs its outcome.
+	m.done(exporter.OutcomeError, time.Now())
 	return res
 }
 

@@ -436,3 +436,21 @@ func TestShadowsGetNoClientQueryCredentials(t *testing.T) {
 		}
 	}
 }
+
+func TestCompressedShadowResponseCountsAsError(t *testing.T) {
+	gzipArm := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Encoding", "gzip")
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.Write([]byte("\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff"))
+	}))
+	defer gzipArm.Close()
+	r := newRig(t, testupstream.Script{}, testupstream.Script{}, testupstream.Script{}, map[string]string{"TANDEM_B_URL": gzipArm.URL})
+	post(t, r.front.URL, chatBody, nil)
+	r.idle()
+	if n := r.value(t, exporter.MetricRequests, map[string]string{"config": "B", "class": "fresh", "outcome": exporter.OutcomeError}); n != 1 {
+		t.Errorf("B error = %v, want 1", n)
+	}
+	if n := r.value(t, exporter.MetricPairs, map[string]string{"class": "fresh", "result": exporter.PairBFailed}); n != 1 {
+		t.Errorf("pairs b_failed = %v, want 1", n)
+	}
+}

@@ -62,7 +62,9 @@ func newMeasurement(api sse.API, finish func(time.Time, exporter.Observation)) *
 	return &measurement{api: api, finish: finish}
 }
 
-// handOff stamps the start of the measurement and gives req to rt.
+// handOff stamps the start of the measurement and gives req to rt. A
+// compressed response is returned unmeasured: nothing is reported unless the
+// caller calls done.
 func (m *measurement) handOff(rt http.RoundTripper, req *http.Request) (*http.Response, error) {
 	m.start = time.Now()
 	m.meter = sse.NewMeter(m.api, m.start)
@@ -76,9 +78,9 @@ func (m *measurement) handOff(rt http.RoundTripper, req *http.Request) (*http.Re
 		return resp, nil
 	}
 	if hasContentEncoding(resp.Header) {
-		// A compressed body cannot be read as it passes; it is not measured
-		// rather than measured wrong. Shadows never ask for compression.
-		m.once.Do(func() {})
+		// A compressed body cannot be read as it passes; it is left
+		// unmeasured rather than measured wrong, and the caller decides.
+		// Shadows never ask for compression.
 		return resp, nil
 	}
 	m.meter.SetStreaming(sse.IsEventStream(resp.Header.Get("Content-Type")))
