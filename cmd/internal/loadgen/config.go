@@ -9,6 +9,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"math"
 	"net/http"
 	"net/url"
 	"time"
@@ -89,6 +90,8 @@ func (c *Config) Validate() error {
 		return errors.New("--model must not be empty")
 	case !(c.Rate > 0):
 		return fmt.Errorf("--rate must be positive, got %g", c.Rate)
+	case math.IsInf(c.Rate, 1):
+		return fmt.Errorf("--rate must be finite, got %g", c.Rate)
 	case c.Arrivals != ArrivalsPoisson && c.Arrivals != ArrivalsConstant:
 		return fmt.Errorf("--arrivals must be %s or %s, got %q", ArrivalsPoisson, ArrivalsConstant, c.Arrivals)
 	case c.Duration < 0:
@@ -99,7 +102,7 @@ func (c *Config) Validate() error {
 		return errors.New("--duration or --requests must be set")
 	case c.MaxInFlight < 1:
 		return fmt.Errorf("--max-in-flight must be at least 1, got %d", c.MaxInFlight)
-	case c.RepeatShare < 0 || c.RepeatShare > 1:
+	case !(c.RepeatShare >= 0 && c.RepeatShare <= 1):
 		return fmt.Errorf("--repeat-share must be between 0 and 1, got %g", c.RepeatShare)
 	case c.RepeatShare > 0 && c.SharedPrompts < 1:
 		return fmt.Errorf("--shared-prompts must be at least 1 when --repeat-share is above 0, got %d", c.SharedPrompts)
