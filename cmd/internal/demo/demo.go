@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"os"
@@ -69,13 +70,16 @@ func (c Config) Validate() error {
 	if c.Duration <= 0 {
 		return fmt.Errorf("--duration must be positive, got %s", c.Duration)
 	}
-	if c.Rate <= 0 {
+	if !(c.Rate > 0) {
 		return fmt.Errorf("--rate must be positive, got %g", c.Rate)
+	}
+	if math.IsInf(c.Rate, 1) {
+		return fmt.Errorf("--rate must be finite, got %g", c.Rate)
 	}
 	if c.Linger < 0 {
 		return fmt.Errorf("--linger must not be negative, got %s", c.Linger)
 	}
-	if c.RepeatShare < 0 || c.RepeatShare > 1 {
+	if !(c.RepeatShare >= 0 && c.RepeatShare <= 1) {
 		return fmt.Errorf("--repeat-share must be between 0 and 1, got %g", c.RepeatShare)
 	}
 	profiles := sim.Profiles()
