@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"math"
 	"net"
 	"net/http"
 	"slices"
@@ -79,8 +80,8 @@ func (c *Config) intFlag(fs *flag.FlagSet, name, usage string, set func(*Params,
 func (c *Config) floatFlag(fs *flag.FlagSet, name, usage string, set func(*Params, float64)) {
 	fs.Func(name, usage+" (default: from --profile)", func(s string) error {
 		v, err := strconv.ParseFloat(s, 64)
-		if err != nil {
-			return errors.New("not a number")
+		if err != nil || math.IsNaN(v) || math.IsInf(v, 0) {
+			return errors.New("not a finite number")
 		}
 		c.overrides = append(c.overrides, func(p *Params) { set(p, v) })
 		return nil

@@ -68,6 +68,9 @@ func TestInvalidFlags(t *testing.T) {
 		{[]string{"--error-rate", "0.6", "--hang-rate", "0.6"}, "--error-rate plus --hang-rate must not exceed 1, got 1.2"},
 		{[]string{"--step-base", "soon"}, `invalid value "soon" for flag -step-base: not a duration`},
 		{[]string{"--max-num-seqs", "many"}, `invalid value "many" for flag -max-num-seqs: not an integer`},
+		{[]string{"--error-rate", "NaN"}, `invalid value "NaN" for flag -error-rate: not a finite number`},
+		{[]string{"--output-spread", "Inf"}, `invalid value "Inf" for flag -output-spread: not a finite number`},
+		{[]string{"--cut-rate", "often"}, `invalid value "often" for flag -cut-rate: not a finite number`},
 	} {
 		_, err := parse(t, tc.args...)
 		if err == nil || err.Error() != tc.want {
