@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"net/url"
 	"slices"
 	"strconv"
@@ -107,6 +108,9 @@ func parseTime(s string) (time.Time, error) {
 	f, err := strconv.ParseFloat(s, 64)
 	if err != nil {
 		return time.Time{}, err
+	}
+	if !(math.Abs(f) < math.MaxInt64/float64(time.Second)) {
+		return time.Time{}, fmt.Errorf("%g is not a Unix time in seconds", f)
 	}
 	return time.Unix(0, int64(f*float64(time.Second))).UTC(), nil
 }

@@ -53,6 +53,8 @@ func TestValidate(t *testing.T) {
 		{func(c *Config) { c.Prometheus = "localhost:9090" }, `--prometheus: "localhost:9090" is not an http or https URL`},
 		{func(c *Config) { c.Window = 0 }, "--window: must be positive, got 0s"},
 		{func(c *Config) { c.End = "yesterday" }, `--end: "yesterday" is neither RFC 3339 nor Unix seconds`},
+		{func(c *Config) { c.End = "NaN" }, `--end: "NaN" is neither RFC 3339 nor Unix seconds`},
+		{func(c *Config) { c.End = "1e300" }, `--end: "1e300" is neither RFC 3339 nor Unix seconds`},
 		{func(c *Config) { c.Prometheus, c.Records, c.End = "", []string{"r.jsonl"}, "1700000000" }, "--end: applies to --prometheus only"},
 		{func(c *Config) { c.Format = "xml" }, `--format: "xml" is not one of text, markdown, json`},
 		{func(c *Config) { c.MinPairs = 0 }, "--min-pairs: must be at least 1, got 0"},
