@@ -153,7 +153,7 @@ func Run(ctx context.Context, c Config, stdout, stderr io.Writer) error {
 	if err != nil && !errors.Is(err, context.Canceled) {
 		return err
 	}
-	waitForShadows(reg, 30*time.Second)
+	waitForShadows(ctx, reg, 30*time.Second)
 	select {
 	case <-time.After(c.Linger):
 	case <-ctx.Done():
@@ -241,14 +241,19 @@ func startEngine(p sim.Params, seed int64) (url string, stop func(), err error) 
 }
 
 // waitForShadows waits until no mirrored request is in flight, so the last
-// requests of the load are measured on both arms rather than canceled.
-func waitForShadows(g prometheus.Gatherer, limit time.Duration) {
-	deadline := time.Now().Add(limit)
-	for time.Now().Before(deadline) {
-		if inFlight(g) == 0 {
+// requests of the load are measured on both arms rather than canceled; at
+// most limit, and not after ctx ends.
+func waitForShadows(ctx context.Context, g prometheus.Gatherer, limit time.Duration) {
+	ctx, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for inFlight(g) > 0 {
+		select {
+		case <-ctx.Done():
 			return
+		case <-tick.C:
 		}
-		time.Sleep(100 * time.Millisecond)
 	}
 }
 
