@@ -16,10 +16,9 @@ import (
 	"github.com/kestrelops/tandem/proxy/sse"
 )
 
-// startMirror takes one in-flight slot on every arm, or none: when an arm is
-// full neither gets the request, so A and B always see the same trace. The
-// shadows run in their own goroutine; the caller never waits for them.
-func (s *Server) startMirror(api sse.API, in *url.URL, class string, body []byte) {
+// takeSlots takes one in-flight slot on every arm, or none: when an arm is
+// full neither gets the request, so A and B always see the same trace.
+func (s *Server) takeSlots() bool {
 	for i, arm := range s.arms {
 		select {
 		case arm.slots <- struct{}{}:
@@ -28,9 +27,15 @@ func (s *Server) startMirror(api sse.API, in *url.URL, class string, body []byte
 				<-taken.slots
 			}
 			s.metrics.MirrorSkipped(exporter.SkipOverloaded)
-			return
+			return false
 		}
 	}
+	return true
+}
+
+// startMirror sends the request to the arms, whose slots the caller took.
+// The shadows run in their own goroutine; the caller never waits for them.
+func (s *Server) startMirror(api sse.API, in *url.URL, class string, body []byte) {
 	for _, arm := range s.arms {
 		s.metrics.ShadowInFlight(arm.config).Inc()
 	}

@@ -172,7 +172,7 @@ func (s *Server) classifyAndMirror(api sse.API, in *url.URL, classHeader, keyHea
 		return ""
 	}
 	prodClass, _ := s.prodIndex.Classify(prompt.Text)
-	if len(s.arms) > 0 && s.sampler.Sampled(keyHeader, prompt) {
+	if len(s.arms) > 0 && s.sampler.Sampled(keyHeader, prompt) && s.takeSlots() {
 		mirrorClass, _ := s.mirrorIndex.Classify(prompt.Text)
 		s.startMirror(api, in, classify.ClassFor(classHeader, s.allowedClass, mirrorClass), body)
 	}

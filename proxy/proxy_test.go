@@ -454,3 +454,33 @@ func TestCompressedShadowResponseCountsAsError(t *testing.T) {
 		t.Errorf("pairs b_failed = %v, want 1", n)
 	}
 }
+
+// The arms' index learns only what the arms received: a prompt skipped as
+// overloaded is still fresh for them when it is mirrored later.
+func TestOverloadedRequestDoesNotTeachTheArmsIndex(t *testing.T) {
+	release := make(chan struct{})
+	r := newRig(t, testupstream.Script{}, testupstream.Script{Release: release}, testupstream.Script{},
+		map[string]string{"TANDEM_SHADOW_MAX_IN_FLIGHT": "1", "TANDEM_REPEAT_MIN_BYTES": "0"})
+	post(t, r.front.URL, `{"model":"m","messages":[{"role":"user","content":"an unrelated first prompt"}]}`, nil)
+	<-r.a.Arrived()
+	post(t, r.front.URL, chatBody, nil)
+	overloaded := map[string]string{"reason": exporter.SkipOverloaded}
+	for deadline := time.Now().Add(10 * time.Second); r.value(t, exporter.MetricMirrorSkipped, overloaded) != 1; {
+		if time.Now().After(deadline) {
+			t.Fatal("second request never skipped as overloaded")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	close(release)
+	r.idle()
+	post(t, r.front.URL, chatBody, nil)
+	r.idle()
+	for _, arm := range exporter.Arms {
+		if n := r.value(t, exporter.MetricRequests, map[string]string{"config": arm, "class": exporter.ClassFresh, "outcome": exporter.OutcomeCompleted}); n != 2 {
+			t.Errorf("%s saw %v fresh requests, want 2: it never received the skipped prompt", arm, n)
+		}
+	}
+	if n := r.value(t, exporter.MetricRequests, map[string]string{"config": exporter.ConfigProduction, "class": exporter.ClassRepeatedPrefix, "outcome": exporter.OutcomeCompleted}); n != 1 {
+		t.Errorf("production repeated_prefix = %v, want 1", n)
+	}
+}
