@@ -18,7 +18,7 @@ func (r *Report) decide(ev evidence, o Options, mirrored map[string]float64) {
 	r.because = append(r.because, "Each mirrored request went to A and B at the same moment, so within a class both arms saw the same requests at the same arrival times.")
 	rateTie := false
 	for _, c := range r.Classes {
-		r.decision = append(r.decision, classSentence(c.Class, c, o.RateTolerance))
+		r.decision = append(r.decision, classSentence(c.Class, c, o))
 		r.because = append(r.because, checks(c, o))
 		switch {
 		case c.Withheld != "" && c.Pairs.BothCompleted < o.MinPairs:
@@ -28,8 +28,7 @@ func (r *Report) decide(ev evidence, o Options, mirrored map[string]float64) {
 		case !c.TokenParity:
 			r.change = append(r.change, fmt.Sprintf("Equal output token counts per pair in class %s (the same output limit and stop conditions on both arms).", c.Class))
 		}
-		if c.TTFTP95Verdict == NoDifference {
-			ci := c.TTFTP95DifferenceCISeconds
+		if ci := c.TTFTP95DifferenceCISeconds; c.TTFTP95Verdict == NoDifference && ci.includesZero() {
 			r.change = append(r.change, fmt.Sprintf("More pairs of class %s, to narrow the TTFT p95 difference interval (now %s to %s).", c.Class, signedSeconds(ci[0]), signedSeconds(ci[1])))
 		}
 		rateTie = rateTie || c.OutputRateVerdict == NoDifference
@@ -43,7 +42,7 @@ func (r *Report) decide(ev evidence, o Options, mirrored map[string]float64) {
 		}
 	}
 
-	r.decision = append(r.decision, r.mixedSentence(mirrored, o.RateTolerance))
+	r.decision = append(r.decision, r.mixedSentence(mirrored, o))
 	if r.Mixed.Withheld == "" {
 		r.because = append(r.because, fmt.Sprintf("The mirrored class mix is within %s of production's (total variation distance %s).", percent(o.MixTolerance), percent(float64(r.Validity.ClassMixDistance))))
 	} else {
@@ -76,10 +75,10 @@ func displayName(class string) string {
 }
 
 // classSentence states the verdicts of one class, or why there are none.
-func classSentence(name string, c Class, tolerance float64) string {
+func classSentence(name string, c Class, o Options) string {
 	a, b := c.Arms[exporter.ConfigA], c.Arms[exporter.ConfigB]
 	var parts []string
-	if p := rateClause(c, tolerance); p != "" {
+	if p := rateClause(c, o.RateTolerance); p != "" {
 		parts = append(parts, p)
 	}
 	d, ci := float64(c.TTFTP95DifferenceSeconds), c.TTFTP95DifferenceCISeconds
@@ -89,6 +88,10 @@ func classSentence(name string, c Class, tolerance float64) string {
 	case Faster:
 		parts = append(parts, fmt.Sprintf("TTFT p95 is %s better (%s vs %s; 95%% CI of B - A %s to %s)", seconds(-d), seconds(float64(b.TTFTP95Seconds)), seconds(float64(a.TTFTP95Seconds)), signedSeconds(ci[0]), signedSeconds(ci[1])))
 	case NoDifference:
+		if !ci.includesZero() {
+			parts = append(parts, fmt.Sprintf("TTFT p95 differs by less than the %s minimum effect (%s vs %s; 95%% CI of B - A %s to %s)", percent(o.MinEffect), seconds(float64(b.TTFTP95Seconds)), seconds(float64(a.TTFTP95Seconds)), signedSeconds(ci[0]), signedSeconds(ci[1])))
+			break
+		}
 		parts = append(parts, fmt.Sprintf("TTFT p95 shows no difference (%s vs %s; the 95%% CI of B - A, %s to %s, includes zero)", seconds(float64(b.TTFTP95Seconds)), seconds(float64(a.TTFTP95Seconds)), signedSeconds(ci[0]), signedSeconds(ci[1])))
 	}
 	switch c.PerRequestSpeedVerdict {
@@ -153,7 +156,7 @@ var crossClass = []struct {
 // mixedSentence states the claim for all traffic: from the merged
 // distribution when the mirrored mix is a representative mixed replay, and
 // never a single claim across classes that disagree.
-func (r *Report) mixedSentence(mirrored map[string]float64, tolerance float64) string {
+func (r *Report) mixedSentence(mirrored map[string]float64, o Options) string {
 	var agree, disagree []string
 	for _, m := range crossClass {
 		var with []string
@@ -174,7 +177,7 @@ func (r *Report) mixedSentence(mirrored map[string]float64, tolerance float64) s
 		}
 	}
 	if r.Mixed.Withheld == "" {
-		s := classSentence(MixedClass, r.Mixed, tolerance)
+		s := classSentence(MixedClass, r.Mixed, o)
 		s = "For the observed traffic mix (" + mixShares(mirrored) + ")" + strings.TrimPrefix(s, displayName(MixedClass))
 		if len(disagree) > 0 {
 			s += " This holds for this mix only: " + strings.Join(disagree, "; ") + "."

@@ -294,3 +294,25 @@ func TestFromRecordsErrors(t *testing.T) {
 		t.Errorf("unknown config: err = %v", err)
 	}
 }
+
+// A difference the interval resolves but below the minimum effect is no
+// difference, and the report must not say that the interval includes zero
+// or that more pairs would narrow it.
+func TestNoDifferenceBelowMinimumEffect(t *testing.T) {
+	recs := seedFresh.records(func(i int, a, b *record.Record) {
+		a.TTFTSeconds = 0.200 + float64(i)*1e-6
+		b.TTFTSeconds = a.TTFTSeconds * 1.01
+	})
+	r := fromRecords(t, recs)
+	j := decodeJSON(t, r)
+	fresh := j.Classes[0]
+	if fresh.TTFTVerdict != NoDifference {
+		t.Fatalf("TTFT verdict = %q, want no_difference", fresh.TTFTVerdict)
+	}
+	if ci := r.Classes[0].TTFTP95DifferenceCISeconds; ci.includesZero() {
+		t.Fatalf("fixture: difference interval %v includes zero", ci)
+	}
+	wantContains(t, "decision", j.Decision, "TTFT p95 differs by less than the 2.0% minimum effect (202 ms vs 200 ms; 95% CI of B - A +")
+	wantNotContains(t, "decision", j.Decision, "includes zero")
+	wantNotContains(t, "what would change it", j.Change, "to narrow the TTFT p95 difference interval")
+}

@@ -214,6 +214,8 @@ func (i Interval) MarshalJSON() ([]byte, error) {
 	return json.Marshal([2]Float{Float(i[0]), Float(i[1])})
 }
 
+func (i Interval) includesZero() bool { return i[0] <= 0 && i[1] >= 0 }
+
 func (i Interval) bounded() bool {
 	return !math.IsInf(i[0], 0) && !math.IsInf(i[1], 0) && !math.IsNaN(i[0]) && !math.IsNaN(i[1])
 }
