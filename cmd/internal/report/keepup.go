@@ -111,8 +111,9 @@ func (k KeepUpResult) TooShortReason() string {
 // So do rates further apart when the lower one still matches the arrival
 // side (within tolerance): the other arm drained a backlog. Otherwise the
 // lower arm fell behind, a capacity claim made only when the difference also
-// exceeds EdgeNoise; when it does not, the window is too short to tell. Records of other configs are ignored; A and B records of one
-// mirrored request are joined by pair ID.
+// exceeds EdgeNoise; when it does not, the window is too short to tell.
+// Records of other configs are ignored; A and B records of one mirrored
+// request are joined by pair ID.
 func KeepUp(recs []record.Record, tolerance float64) KeepUpResult {
 	var arms [2][]record.Record
 	for _, r := range recs {
