@@ -120,8 +120,8 @@ var ErrRegressed = errors.New("B regressed against A: a significantly slower TTF
 
 // Run builds the report from c's source and writes it to stdout in c's
 // format. The exit code is ExitRegression when c.FailOnRegression is set and
-// B regressed (with ErrRegressed), ExitUsage for an invalid c, ExitError with the error when the
-// report could not be made, ExitOK otherwise.
+// B regressed (with ErrRegressed), ExitUsage for an invalid c, ExitError
+// with the error when the report could not be made, ExitOK otherwise.
 func Run(ctx context.Context, c Config, stdout io.Writer) (exitCode int, err error) {
 	if err := c.Validate(); err != nil {
 		return ExitUsage, err
