@@ -91,7 +91,7 @@ func New(reg prometheus.Registerer, classes []string, infos []Info, version, rev
 			LabelConfig, LabelClass),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: MetricRequests,
-			Help: "Requests measured, by outcome: completed (2xx, stream ended properly), error (non-2xx or transport failure), timeout, canceled, incomplete (stream cut before its end).",
+			Help: "Requests measured, by outcome: completed (2xx, stream ended properly), error (non-2xx, transport failure or an error reported in the body), timeout, canceled, incomplete (stream cut before its end).",
 		}, []string{LabelConfig, LabelClass, LabelOutcome}),
 		outputTokens: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: MetricOutputTokens,

@@ -29,7 +29,7 @@ var BuiltinClasses = []string{ClassFresh, ClassRepeatedPrefix}
 // Values of the outcome label of tandem_requests_total.
 const (
 	OutcomeCompleted  = "completed"  // 2xx and the stream ended properly
-	OutcomeError      = "error"      // non-2xx status or transport failure
+	OutcomeError      = "error"      // non-2xx status, transport failure or an error reported in the body
 	OutcomeTimeout    = "timeout"    // the shadow timeout expired first
 	OutcomeCanceled   = "canceled"   // the client went away or tandem shut down
 	OutcomeIncomplete = "incomplete" // the stream was cut before its end

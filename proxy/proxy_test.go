@@ -484,3 +484,24 @@ func TestOverloadedRequestDoesNotTeachTheArmsIndex(t *testing.T) {
 		t.Errorf("production repeated_prefix = %v, want 1", n)
 	}
 }
+
+// vLLM and SGLang report a failure mid-stream as an error frame followed by
+// [DONE]; the stream ended, but the request did not complete.
+func TestErrorFrameInStreamIsAnError(t *testing.T) {
+	failing := testupstream.Script{Frames: []string{
+		`data: {"choices":[{"index":0,"delta":{"content":"partial"}}]}` + "\n\n",
+		`data: {"error":{"object":"error","message":"engine failed","type":"InternalServerError","code":500}}` + "\n\n",
+		"data: [DONE]\n\n",
+	}}
+	r := newRig(t, failing, testupstream.Script{}, failing, nil)
+	post(t, r.front.URL, chatBody, nil)
+	r.idle()
+	for config, outcome := range map[string]string{exporter.ConfigProduction: exporter.OutcomeError, exporter.ConfigA: exporter.OutcomeCompleted, exporter.ConfigB: exporter.OutcomeError} {
+		if n := r.value(t, exporter.MetricRequests, map[string]string{"config": config, "class": "fresh", "outcome": outcome}); n != 1 {
+			t.Errorf("%s %s = %v, want 1", config, outcome, n)
+		}
+	}
+	if n := r.value(t, exporter.MetricPairs, map[string]string{"class": "fresh", "result": exporter.PairBFailed}); n != 1 {
+		t.Errorf("pairs b_failed = %v, want 1", n)
+	}
+}

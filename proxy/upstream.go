@@ -101,6 +101,17 @@ func (m *measurement) done(outcome string, end time.Time) {
 	})
 }
 
+// endOutcome names the outcome of a body read to its end.
+func (m *measurement) endOutcome() string {
+	switch {
+	case m.meter.Failed():
+		return exporter.OutcomeError
+	case m.meter.Ended():
+		return exporter.OutcomeCompleted
+	}
+	return exporter.OutcomeIncomplete
+}
+
 // meteredBody observes a response body as it is read: each chunk is stamped
 // on arrival and handed to the meter, and passed on unchanged.
 type meteredBody struct {
@@ -117,11 +128,7 @@ func (b *meteredBody) Read(p []byte) (int, error) {
 	}
 	switch {
 	case err == io.EOF:
-		if b.m.meter.Ended() {
-			b.m.done(exporter.OutcomeCompleted, now)
-		} else {
-			b.m.done(exporter.OutcomeIncomplete, now)
-		}
+		b.m.done(b.m.endOutcome(), now)
 	case err != nil:
 		b.m.done(outcomeOfError(b.ctx, err, true), now)
 	}

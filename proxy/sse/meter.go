@@ -43,6 +43,7 @@ type result struct {
 	cachedTokens   int
 	finish         string
 	ended          bool
+	failed         bool
 }
 
 // NewMeter returns a Meter for a response of api to a request handed to the
@@ -78,6 +79,15 @@ func (m *Meter) Write(at time.Time, p []byte) {
 func (m *Meter) Ended() bool {
 	m.settle()
 	return m.res.ended
+}
+
+// Failed reports whether the body carried an error from the server: a
+// non-null "error" object in a chat or completions frame or document (vLLM
+// and SGLang send one, then [DONE], when generation fails mid-stream), or a
+// response.failed or error event of a Responses stream.
+func (m *Meter) Failed() bool {
+	m.settle()
+	return m.res.failed
 }
 
 // Observation returns the measurement so far, timings relative to start.
@@ -142,6 +152,10 @@ func (m *Meter) readChoices(doc []byte) bool {
 			})
 		case "usage":
 			m.readUsage(value, chatUsage)
+		case "error":
+			if isObject(value) {
+				m.res.failed = true
+			}
 		}
 	})
 	return output
@@ -224,6 +238,7 @@ const (
 	responsesCompleted
 	responsesIncomplete
 	responsesFailed
+	responsesError
 )
 
 func kindOf[T string | []byte](typ T) responsesKind {
@@ -239,6 +254,8 @@ func kindOf[T string | []byte](typ T) responsesKind {
 		return responsesIncomplete
 	case "response.failed":
 		return responsesFailed
+	case "error":
+		return responsesError
 	}
 	return responsesOther
 }
@@ -277,7 +294,10 @@ func (m *Meter) responsesEvent(ev Event) {
 	case responsesIncomplete:
 		m.endResponse(response, "incomplete")
 	case responsesFailed:
+		m.res.failed = true
 		m.endResponse(response, "failed")
+	case responsesError:
+		m.res.failed = true
 	}
 }
 
@@ -307,6 +327,10 @@ func (m *Meter) readResponse(response []byte) bool {
 			m.readUsage(value, responsesUsage)
 		case "output":
 			output = nonEmptyArray(value)
+		case "error":
+			if isObject(value) {
+				m.res.failed = true
+			}
 		}
 	})
 	switch {

@@ -459,3 +459,36 @@ func TestMeterDoesNotRetainInput(t *testing.T) {
 		}
 	}
 }
+
+func TestMeterFailed(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		api       API
+		streaming bool
+		chunks    []string
+		failed    bool
+	}{
+		{"chat completed", APIChatCompletions, true, []string{chatDelta(`{"content":"a"}`), chatFinish("stop"), doneFrame}, false},
+		{"chat error frame then [DONE]", APIChatCompletions, true,
+			[]string{chatDelta(`{"content":"a"}`), frame(`{"error":{"object":"error","message":"engine failed","code":500}}`), doneFrame}, true},
+		{"chat null error", APIChatCompletions, true, []string{frame(`{"choices":[{"delta":{"content":"a"}}],"error":null}`), doneFrame}, false},
+		{"completions error frame", APICompletions, true, []string{completionText("a", ""), frame(`{"error":{"message":"boom"}}`), doneFrame}, true},
+		{"responses completed", APIResponses, true, []string{responsesDelta("response.output_text.delta", `"a"`), responsesEnd("response.completed", "completed", "")}, false},
+		{"responses failed", APIResponses, true, []string{responsesCreated, named("response.failed", `{"type":"response.failed","response":{"status":"failed","error":{"code":"server_error","message":"boom"}}}`)}, true},
+		{"responses error event", APIResponses, true, []string{responsesDelta("response.output_text.delta", `"a"`), named("error", `{"type":"error","code":"server_error","message":"boom"}`)}, true},
+		{"non-streaming error body", APIChatCompletions, false, []string{`{"error":{"message":"model not found","type":"invalid_request_error"}}`}, true},
+		{"non-streaming chat", APIChatCompletions, false, []string{`{"choices":[{"message":{"content":"Hello"},"finish_reason":"stop"}]}`}, false},
+		{"non-streaming failed response", APIResponses, false, []string{`{"object":"response","status":"failed","error":{"code":"server_error"},"output":[]}`}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := NewMeter(tc.api, start)
+			m.SetStreaming(tc.streaming)
+			for i, c := range tc.chunks {
+				m.Write(start.Add(time.Duration(i+1)*tick), []byte(c))
+			}
+			if got := m.Failed(); got != tc.failed {
+				t.Errorf("Failed() = %v, want %v", got, tc.failed)
+			}
+		})
+	}
+}
