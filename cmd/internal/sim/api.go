@@ -88,6 +88,10 @@ func parseRequest(a api, r *http.Request) (generation, error) {
 	return g, err
 }
 
+// maxOutputTokens is the simulated model's largest output, as a real engine
+// refuses limits beyond its context length.
+const maxOutputTokens = 32768
+
 // limit is a request's output token limit field.
 type limit struct {
 	field string
@@ -100,8 +104,8 @@ func firstLimit(limits []limit) (int, error) {
 		if l.value == nil {
 			continue
 		}
-		if *l.value < 1 {
-			return 0, fmt.Errorf("%s must be at least 1, got %d", l.field, *l.value)
+		if *l.value < 1 || *l.value > maxOutputTokens {
+			return 0, fmt.Errorf("%s must be between 1 and %d, got %d", l.field, maxOutputTokens, *l.value)
 		}
 		return *l.value, nil
 	}

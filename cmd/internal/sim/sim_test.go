@@ -442,14 +442,23 @@ func TestModelsAndHealth(t *testing.T) {
 }
 
 func TestBadRequest(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		s := sim.New(exact, 1)
-		defer s.Close()
-		r := post(t.Context(), t, s, "/v1/chat/completions", map[string]any{"model": "m", "messages": []any{}})
-		if r.status != http.StatusBadRequest || !strings.Contains(r.frames[0].data, "invalid_request_error") {
-			t.Errorf("status %d, body %v", r.status, r.frames)
-		}
-	})
+	for name, body := range map[string]map[string]any{
+		"no messages": {"model": "m", "messages": []any{}},
+		// A real engine refuses limits beyond its context; the simulator must
+		// not try to generate a billion tokens.
+		"huge max_tokens": {"model": "m", "max_tokens": 1_000_000_000, "messages": []any{map[string]any{"role": "user", "content": "hi"}}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				s := sim.New(exact, 1)
+				defer s.Close()
+				r := post(t.Context(), t, s, "/v1/chat/completions", body)
+				if r.status != http.StatusBadRequest || !strings.Contains(r.frames[0].data, "invalid_request_error") {
+					t.Errorf("status %d, body %v", r.status, r.frames)
+				}
+			})
+		})
+	}
 }
 
 func TestFaults(t *testing.T) {
