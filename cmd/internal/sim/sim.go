@@ -26,7 +26,9 @@
 // The prefix cache holds chained hashes of BlockSize-token blocks, up to
 // PrefixCacheBlocks blocks, evicting the least recently used; a prompt's
 // leading blocks found there are not prefilled and are reported as
-// cached_tokens.
+// cached_tokens. Two simplifications flatter the cache a little: a prompt's
+// blocks count as cached from its admission, before its prefill ends, and a
+// block in use by a running sequence may be evicted.
 package sim
 
 import (
