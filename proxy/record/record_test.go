@@ -115,3 +115,19 @@ func TestRecordsHoldNoPromptText(t *testing.T) {
 		}
 	}
 }
+
+// A request cut at the end of the shutdown grace period may finish after the
+// file is closed; its record is dropped, not a panic.
+func TestWriteAfterCloseIsDropped(t *testing.T) {
+	w, err := NewWriter(filepath.Join(t.TempDir(), "records.jsonl"), 1<<20, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	w.Write(sample(1))
+	if n := w.Dropped(); n != 1 {
+		t.Fatalf("Dropped() = %d, want 1", n)
+	}
+}

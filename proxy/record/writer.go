@@ -19,10 +19,11 @@ type Writer struct {
 	maxBytes int64
 	maxFiles int
 
+	mu      sync.RWMutex // guards sending on queue against closing it
+	closed  bool
 	queue   chan Record
 	done    chan struct{}
 	dropped atomic.Uint64
-	closeMu sync.Once
 
 	f    *os.File
 	buf  *bufio.Writer
@@ -45,9 +46,15 @@ func NewWriter(path string, maxBytes int64, maxFiles int) (*Writer, error) {
 	return w, nil
 }
 
-// Write queues r. It never blocks: when the queue is full the record is
-// dropped and counted in Dropped.
+// Write queues r. It never blocks: when the queue is full, or the Writer is
+// closed, the record is dropped and counted in Dropped.
 func (w *Writer) Write(r Record) {
+	w.mu.RLock()
+	defer w.mu.RUnlock()
+	if w.closed {
+		w.dropped.Add(1)
+		return
+	}
 	select {
 	case w.queue <- r:
 	default:
@@ -61,7 +68,12 @@ func (w *Writer) Dropped() uint64 { return w.dropped.Load() }
 // Close writes every queued record and closes the file. It returns the first
 // write error met, if any.
 func (w *Writer) Close() error {
-	w.closeMu.Do(func() { close(w.queue) })
+	w.mu.Lock()
+	if !w.closed {
+		w.closed = true
+		close(w.queue)
+	}
+	w.mu.Unlock()
 	<-w.done
 	return w.err
 }
