@@ -145,9 +145,7 @@ func (u *upstream) measureShadow(api sse.API, req *http.Request) shadowResult {
 	if err != nil {
 		return res
 	}
-	buf := copyBuffers.Get().(*[]byte)
-	io.CopyBuffer(io.Discard, io.LimitReader(resp.Body, maxShadowResponseBytes), *buf)
-	copyBuffers.Put(buf)
+	io.Copy(io.Discard, io.LimitReader(resp.Body, maxShadowResponseBytes))
 	resp.Body.Close()
 	// An arm that compressed its response anyway was not measured; the
 	// pair still needs its outcome.
