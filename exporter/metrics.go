@@ -61,8 +61,6 @@ type Metrics struct {
 	ttftDiff      *prometheus.HistogramVec
 	skipped       *prometheus.CounterVec
 	inFlight      *prometheus.GaugeVec
-
-	classes map[string]bool
 }
 
 func nativeHistogram(name, help string, labels ...string) *prometheus.HistogramVec {
@@ -128,7 +126,6 @@ func New(reg prometheus.Registerer, classes []string, infos []Info, version, rev
 			Name: MetricShadowInFlight,
 			Help: "Mirrored requests currently in flight to an arm.",
 		}, []string{LabelConfig}),
-		classes: map[string]bool{},
 	}
 	configInfo := prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: MetricConfigInfo,
@@ -153,7 +150,6 @@ func New(reg prometheus.Registerer, classes []string, infos []Info, version, rev
 	buildInfo.WithLabelValues(version, revision, runtime.Version()).Set(1)
 
 	for _, class := range classes {
-		m.classes[class] = true
 		for _, config := range configs {
 			m.ttft.WithLabelValues(config, class)
 			m.interToken.WithLabelValues(config, class)
@@ -248,9 +244,6 @@ func (m *Metrics) MirrorSkipped(reason string) {
 func (m *Metrics) ShadowInFlight(config string) prometheus.Gauge {
 	return m.inFlight.WithLabelValues(config)
 }
-
-// KnownClass reports whether class is one of the classes in use.
-func (m *Metrics) KnownClass(class string) bool { return m.classes[class] }
 
 // BuildRevision returns the VCS revision the binary was built from, or
 // "unknown".
