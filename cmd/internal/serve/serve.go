@@ -65,19 +65,26 @@ func Run(ctx context.Context, cfg proxy.Config, o Options) error {
 		}
 		records = w
 	}
+	// abort closes the record file when Run fails before serving.
+	abort := func(err error) error {
+		if records != nil {
+			records.Close()
+		}
+		return err
+	}
 	p, err := proxy.New(cfg, metrics, records, o.Log)
 	if err != nil {
-		return err
+		return abort(err)
 	}
 
 	proxyLn, err := net.Listen("tcp", cfg.ListenAddr)
 	if err != nil {
-		return fmt.Errorf("proxy listener: %w", err)
+		return abort(fmt.Errorf("proxy listener: %w", err))
 	}
 	metricsLn, err := net.Listen("tcp", cfg.MetricsAddr)
 	if err != nil {
 		proxyLn.Close()
-		return fmt.Errorf("metrics listener: %w", err)
+		return abort(fmt.Errorf("metrics listener: %w", err))
 	}
 
 	var ready atomic.Bool

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/sethvargo/go-envconfig"
+	"go.uber.org/goleak"
 
 	"github.com/kestrelops/tandem/exporter"
 	"github.com/kestrelops/tandem/proxy"
@@ -213,5 +214,29 @@ func TestShutdownCutsProductionAfterGrace(t *testing.T) {
 	receive(t, prod.Canceled(), "production seeing its request canceled")
 	if got := r.outcomes(t)[exporter.ConfigProduction]; len(got) != 1 || got[0] != exporter.OutcomeCanceled {
 		t.Errorf("production recorded %v, want [%s]", got, exporter.OutcomeCanceled)
+	}
+}
+
+// A Run that fails to start leaves nothing behind: the record file is
+// closed and its writer stopped.
+func TestFailedStartClosesRecordFile(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	cfg, err := proxy.LoadConfig(context.Background(), envconfig.MapLookuper(map[string]string{
+		"TANDEM_LISTEN_ADDR":  taken.Addr().String(),
+		"TANDEM_METRICS_ADDR": "127.0.0.1:0",
+		"TANDEM_PRIMARY_URL":  "http://127.0.0.1:1",
+		"TANDEM_RECORD_PATH":  filepath.Join(t.TempDir(), "records.jsonl"),
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = Run(context.Background(), cfg, Options{Version: "test", Log: slog.New(slog.DiscardHandler)})
+	if err == nil || !strings.Contains(err.Error(), "proxy listener") {
+		t.Fatalf("Run = %v, want the proxy listener's error", err)
 	}
 }
