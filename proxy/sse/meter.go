@@ -81,10 +81,11 @@ func (m *Meter) Ended() bool {
 	return m.res.ended
 }
 
-// Failed reports whether the body carried an error from the server: a
-// non-null "error" object in a chat or completions frame or document (vLLM
-// and SGLang send one, then [DONE], when generation fails mid-stream), or a
-// response.failed or error event of a Responses stream.
+// Failed reports whether the body carried an error from the server: in a
+// chat or completions frame or document, a non-null "error" object or
+// "object":"error" (vLLM and SGLang send such a frame, then [DONE], when
+// generation fails mid-stream); a response.failed or error event of a
+// Responses stream.
 func (m *Meter) Failed() bool {
 	m.settle()
 	return m.res.failed
@@ -154,6 +155,10 @@ func (m *Meter) readChoices(doc []byte) bool {
 			m.readUsage(value, chatUsage)
 		case "error":
 			if isObject(value) {
+				m.res.failed = true
+			}
+		case "object":
+			if stringIs(value, "error") {
 				m.res.failed = true
 			}
 		}

@@ -471,6 +471,8 @@ func TestMeterFailed(t *testing.T) {
 		{"chat completed", APIChatCompletions, true, []string{chatDelta(`{"content":"a"}`), chatFinish("stop"), doneFrame}, false},
 		{"chat error frame then [DONE]", APIChatCompletions, true,
 			[]string{chatDelta(`{"content":"a"}`), frame(`{"error":{"object":"error","message":"engine failed","code":500}}`), doneFrame}, true},
+		{"chat error object frame then [DONE]", APIChatCompletions, true,
+			[]string{chatDelta(`{"content":"a"}`), frame(`{"object":"error","message":"engine failed","type":"InternalServerError","param":null,"code":500}`), doneFrame}, true},
 		{"chat null error", APIChatCompletions, true, []string{frame(`{"choices":[{"delta":{"content":"a"}}],"error":null}`), doneFrame}, false},
 		{"completions error frame", APICompletions, true, []string{completionText("a", ""), frame(`{"error":{"message":"boom"}}`), doneFrame}, true},
 		{"responses completed", APIResponses, true, []string{responsesDelta("response.output_text.delta", `"a"`), responsesEnd("response.completed", "completed", "")}, false},
