@@ -48,7 +48,8 @@ func newTransport() *http.Transport {
 
 // measurement follows one request on one upstream. Its clock starts in
 // handOff, immediately before the request is given to the transport, and
-// stops when the response body ends (EOF, error or close).
+// stops when the response body ends (EOF, error or close), or at the response
+// headers when the round trip fails or the status is not 2xx.
 type measurement struct {
 	api   sse.API
 	start time.Time
