@@ -77,7 +77,8 @@ func Read(r io.Reader) ([]Record, error) {
 	var out []Record
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64*1024), 1024*1024)
-	for line := 1; sc.Scan(); line++ {
+	line := 1
+	for ; sc.Scan(); line++ {
 		b := sc.Bytes()
 		if len(b) == 0 {
 			continue
@@ -88,7 +89,10 @@ func Read(r io.Reader) ([]Record, error) {
 		}
 		out = append(out, rec)
 	}
-	return out, sc.Err()
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("line %d: %w", line, err)
+	}
+	return out, nil
 }
 
 // ReadFiles reads and concatenates the records of every file.

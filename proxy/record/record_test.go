@@ -131,3 +131,10 @@ func TestWriteAfterCloseIsDropped(t *testing.T) {
 		t.Fatalf("Dropped() = %d, want 1", n)
 	}
 }
+
+func TestReadNamesOverlongLine(t *testing.T) {
+	_, err := Read(strings.NewReader(`{"config":"A"}` + "\n" + strings.Repeat("x", 2<<20) + "\n"))
+	if err == nil || !strings.Contains(err.Error(), "line 2") {
+		t.Fatalf("error %v does not name line 2", err)
+	}
+}
