@@ -53,7 +53,7 @@ var PairResults = []string{PairBothCompleted, PairAFailed, PairBFailed, PairBoth
 const (
 	SkipOverloaded   = "overloaded"     // an arm was at its in-flight limit; neither arm got the request
 	SkipBodyTooLarge = "body_too_large" // body over TANDEM_MIRROR_MAX_BODY_BYTES
-	SkipInvalidBody  = "invalid_body"   // body is not a JSON object
+	SkipInvalidBody  = "invalid_body"   // body is not a JSON object with messages, input or prompt of a supported shape
 	SkipUnsupported  = "unsupported"    // mirrored path, but a method or content type tandem does not mirror
 )
 
