@@ -1,6 +1,7 @@
 // Package sse observes OpenAI-compatible response bodies as they pass through
 // the proxy and measures them: time to first output frame, time to last
-// output frame, output, prompt and cached tokens, and the finish reason.
+// output frame, output, prompt and cached tokens, the finish reason, and
+// whether the body ended properly or reported an error.
 //
 // A [Parser] splits a text/event-stream body into events incrementally, per
 // the WHATWG event-stream rules, whatever the chunk boundaries. A [Meter]
