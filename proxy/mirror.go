@@ -16,7 +16,8 @@ import (
 	"github.com/kestrelops/tandem/proxy/sse"
 )
 
-// takeSlots takes one in-flight slot on every arm, or none: when an arm is
+// takeSlots takes one in-flight slot on every arm and reports true, or takes
+// none, counts the request as overloaded and reports false: when an arm is
 // full neither gets the request, so A and B always see the same trace.
 func (s *Server) takeSlots() bool {
 	for i, arm := range s.arms {
