@@ -97,8 +97,9 @@ func FuzzMeter(f *testing.F) {
 		for i := range body {
 			bytewise.Write(start, body[i:i+1])
 		}
-		if w, b := whole.Observation(), bytewise.Observation(); w != b || whole.Ended() != bytewise.Ended() {
-			t.Fatalf("in one piece: %+v, ended %v; byte by byte: %+v, ended %v", w, whole.Ended(), b, bytewise.Ended())
+		if w, b := whole.Observation(), bytewise.Observation(); w != b || whole.Ended() != bytewise.Ended() || whole.Failed() != bytewise.Failed() {
+			t.Fatalf("in one piece: %+v, ended %v, failed %v; byte by byte: %+v, ended %v, failed %v",
+				w, whole.Ended(), whole.Failed(), b, bytewise.Ended(), bytewise.Failed())
 		}
 
 		m := NewMeter(a, start)
