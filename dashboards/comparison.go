@@ -92,7 +92,7 @@ func outputRateByArm() *timeseries.PanelBuilder {
 
 func requestsByOutcome() *timeseries.PanelBuilder {
 	return timeseriesPanel("Requests by outcome and arm ($class)",
-		"Mirrored requests per second by outcome: completed, error (non-2xx or transport failure), timeout (shadow timeout), canceled, incomplete (stream cut before its end).",
+		"Mirrored requests per second by outcome: completed, error (non-2xx, transport failure or an error reported in the stream), timeout (shadow timeout), canceled, incomplete (stream cut before its end).",
 		units.RequestsPerSecond,
 		query(sumBy(by(exporter.LabelConfig, exporter.LabelClass, exporter.LabelOutcome),
 			rate(exporter.MetricRequests, arms, selectedClasses)), "{{config}} {{outcome}}"))
@@ -181,7 +181,7 @@ func shadowsInFlight() *timeseries.PanelBuilder {
 
 func shadowFailures() *timeseries.PanelBuilder {
 	return timeseriesPanel("Shadow errors and timeouts",
-		"Mirrored requests per second that failed (non-2xx or transport failure) or hit the shadow timeout, per arm, all classes.",
+		"Mirrored requests per second that failed (non-2xx, transport failure or an error reported in the stream) or hit the shadow timeout, per arm, all classes.",
 		units.RequestsPerSecond,
 		query(sumBy(by(exporter.LabelConfig, exporter.LabelOutcome), rate(exporter.MetricRequests, arms,
 			in(exporter.LabelOutcome, exporter.OutcomeError, exporter.OutcomeTimeout))), "{{config}} {{outcome}}"))

@@ -47,7 +47,7 @@ func productionRequests() *timeseries.PanelBuilder {
 func productionErrors() *timeseries.PanelBuilder {
 	failed := in(exporter.LabelOutcome, exporter.OutcomeError, exporter.OutcomeIncomplete)
 	return timeseriesPanel("Production error share by class",
-		"Share of production requests that failed: error (non-2xx or transport failure) or incomplete (stream cut before its end). Requests the client canceled are not errors.",
+		"Share of production requests that failed: error (non-2xx, transport failure or an error reported in the stream) or incomplete (stream cut before its end). Requests the client canceled are not errors.",
 		units.PercentUnit,
 		query(sumBy(by(exporter.LabelClass), rate(exporter.MetricRequests, productionConfig, selectedClasses, failed))+
 			" / "+sumBy(by(exporter.LabelClass), rate(exporter.MetricRequests, productionConfig, selectedClasses)), "{{class}}"))
