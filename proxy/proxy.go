@@ -12,6 +12,7 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
@@ -241,7 +242,20 @@ func (s *Server) productionError(w http.ResponseWriter, r *http.Request, err err
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusBadGateway)
 	fmt.Fprintf(w, `{"error":{"message":%q,"type":"tandem_upstream_error"}}`+"\n",
-		"tandem: production upstream unreachable: "+err.Error())
+		"tandem: production upstream unreachable: "+clientReason(err))
+}
+
+// clientReason is what a client is told of a failed round trip: the cause
+// without production's address, which stays in tandem's log.
+func clientReason(err error) string {
+	var op *net.OpError
+	if errors.As(err, &op) && op.Err != nil {
+		return op.Op + ": " + op.Err.Error()
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		return "timeout"
+	}
+	return "request failed"
 }
 
 // observe exports one measurement and writes its record.

@@ -367,8 +367,11 @@ func TestPrimaryDownGivesClearBadGateway(t *testing.T) {
 	if resp.StatusCode != http.StatusBadGateway {
 		t.Fatalf("status %d, want 502", resp.StatusCode)
 	}
-	if !strings.Contains(string(body), "production upstream unreachable") {
+	if !strings.Contains(string(body), "production upstream unreachable: dial: connect: connection refused") {
 		t.Fatalf("body %q does not say what failed", body)
+	}
+	if host := strings.TrimPrefix(r.prod.URL, "http://"); strings.Contains(string(body), host) {
+		t.Fatalf("body %q reveals production's address", body)
 	}
 	r.idle()
 	if n := r.value(t, exporter.MetricRequests, map[string]string{"config": "production", "class": "fresh", "outcome": "error"}); n != 1 {
