@@ -211,6 +211,7 @@ func TestEverySampledRequestYieldsOnePair(t *testing.T) {
 			t.Fatalf("production body altered: %q", body)
 		}
 	}
+	r.waitValue(t, exporter.MetricMirrorSkipped, map[string]string{"reason": exporter.SkipOverloaded}, sent-2)
 	close(release)
 	r.idle()
 	skipped := r.value(t, exporter.MetricMirrorSkipped, map[string]string{"reason": exporter.SkipOverloaded})

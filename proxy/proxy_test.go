@@ -64,6 +64,20 @@ func newRig(t *testing.T, prod, a, b testupstream.Script, env map[string]string)
 	return r
 }
 
+// waitValue waits until the series reaches want: classification and
+// mirroring run beside production, so they may finish after the client's
+// response did.
+func (r *rig) waitValue(t *testing.T, name string, labels map[string]string, want float64) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for r.value(t, name, labels) != want {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s%v = %v after 10s, want %v", name, labels, r.value(t, name, labels), want)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
 // idle waits until every mirrored request has been recorded.
 func (r *rig) idle() { r.server.background.Wait() }
 
@@ -198,6 +212,7 @@ func TestOverloadedArmSkipsBoth(t *testing.T) {
 	<-r.b.Arrived()
 	// A still holds its only slot; B is free, but must not get the request either.
 	post(t, r.front.URL, chatBody, nil)
+	r.waitValue(t, exporter.MetricMirrorSkipped, map[string]string{"reason": "overloaded"}, 1)
 	close(release)
 	r.idle()
 	if n := len(r.b.Received()); n != 1 {
