@@ -173,7 +173,7 @@ func TestEndToEndDemo(t *testing.T) {
 		r.checkWithinResolution(t, "mixed/A", float64(vec["A"].Value), "A", "")
 		exact := r.summary.Classes[demo.Mixed]["A"].TTFTP95
 		avg := r.summary.AverageOfClassP95["A"]
-		if rel := math.Abs(exact-avg) / exact; rel < 0.09 {
+		if rel := math.Abs(exact-avg) / exact; rel < bucketFactor-1 {
 			t.Errorf("in the demo scenario the mixed p95 %.4fs should differ from the average of class p95s %.4fs by more than the histogram resolution", exact, avg)
 		}
 	})
