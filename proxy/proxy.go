@@ -160,7 +160,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			}
 		}()
 	})
-	s.reverse.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), measurementKey{}, m)))
+	s.reverse.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), measurementKey{}, &measuredRequest{m, body})))
 }
 
 // classifyAndMirror decides the request's production class and, when it is
@@ -266,17 +266,38 @@ func (s *Server) observe(config, class, pairID string, start time.Time, o export
 	}
 }
 
-// measuredTransport hands requests that carry a measurement to the
+// measuredTransport hands requests that carry a measuredRequest to its
 // measurement, which stamps the start of the clock at the hand-off.
 type measuredTransport struct{ next http.RoundTripper }
 
 type measurementKey struct{}
 
+// measuredRequest is what a measured production request carries in its
+// context: its measurement and its body, read whole.
+type measuredRequest struct {
+	m    *measurement
+	body []byte
+}
+
 func (t measuredTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	if m, ok := req.Context().Value(measurementKey{}).(*measurement); ok {
-		return m.handOff(t.next, req)
+	if mr, ok := req.Context().Value(measurementKey{}).(*measuredRequest); ok {
+		return mr.m.handOff(t.next, withBodyInMemory(req, mr.body))
 	}
 	return t.next.RoundTrip(req)
+}
+
+// withBodyInMemory returns a shallow copy of req whose body reads body, the
+// same bytes as req.Body. ReverseProxy wraps the outgoing body in a reader
+// http.Transport does not know to be in memory, and the transport then
+// writes the headers and the body in two writes (two TCP segments) instead
+// of one.
+func withBodyInMemory(req *http.Request, body []byte) *http.Request {
+	if req.Body == nil {
+		return req
+	}
+	out := *req
+	out.Body = io.NopCloser(bytes.NewReader(body))
+	return &out
 }
 
 // bufferPool recycles the copy buffers of the reverse proxy. A buffer is
