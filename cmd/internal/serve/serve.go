@@ -94,10 +94,13 @@ func Run(ctx context.Context, cfg proxy.Config, o Options) error {
 	}
 	// handlers counts production requests being served, so that those cut at
 	// the end of the grace period are recorded before the record file closes.
-	var handlers sync.WaitGroup
+	var handlers handlerGate
 	proxySrv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		handlers.Add(1)
-		defer handlers.Done()
+		if !handlers.enter() {
+			http.Error(w, "tandem is shutting down", http.StatusServiceUnavailable)
+			return
+		}
+		defer handlers.leave()
 		p.ServeHTTP(w, r)
 	}), ReadHeaderTimeout: 30 * time.Second}
 	metricsSrv := &http.Server{Handler: exporter.Handler(reg, ready.Load, status), ReadHeaderTimeout: 10 * time.Second}
@@ -124,7 +127,7 @@ func Run(ctx context.Context, cfg proxy.Config, o Options) error {
 	if err := proxySrv.Shutdown(graceCtx); err != nil {
 		o.Log.Warn("production requests still in flight at the end of the grace period were cut", "err", err)
 		proxySrv.Close()
-		handlers.Wait()
+		handlers.closeAndWait()
 	}
 	p.Shutdown()
 	metricsSrv.Close()
@@ -140,4 +143,32 @@ func Run(ctx context.Context, cfg proxy.Config, o Options) error {
 		return serveErr
 	}
 	return nil
+}
+
+// handlerGate counts running handlers. Once closed it turns new ones away, so
+// no handler can start while closeAndWait waits (which a bare WaitGroup
+// forbids).
+type handlerGate struct {
+	mu      sync.Mutex
+	closed  bool
+	running sync.WaitGroup
+}
+
+func (g *handlerGate) enter() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.closed {
+		return false
+	}
+	g.running.Add(1)
+	return true
+}
+
+func (g *handlerGate) leave() { g.running.Done() }
+
+func (g *handlerGate) closeAndWait() {
+	g.mu.Lock()
+	g.closed = true
+	g.mu.Unlock()
+	g.running.Wait()
 }

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -239,4 +240,37 @@ func TestFailedStartClosesRecordFile(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "proxy listener") {
 		t.Fatalf("Run = %v, want the proxy listener's error", err)
 	}
+}
+
+func TestHandlerGateTurnsAwayHandlersAfterClose(t *testing.T) {
+	var g handlerGate
+	if !g.enter() {
+		t.Fatal("an open gate turned a handler away")
+	}
+	waited := make(chan struct{})
+	go func() {
+		g.closeAndWait()
+		close(waited)
+	}()
+	// closeAndWait must wait for the running handler, and new ones must be
+	// turned away meanwhile.
+	for {
+		g.mu.Lock()
+		closed := g.closed
+		g.mu.Unlock()
+		if closed {
+			break
+		}
+		runtime.Gosched()
+	}
+	if g.enter() {
+		t.Fatal("a closed gate let a handler in")
+	}
+	select {
+	case <-waited:
+		t.Fatal("closeAndWait returned while a handler was running")
+	default:
+	}
+	g.leave()
+	<-waited
 }
