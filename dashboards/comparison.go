@@ -65,15 +65,21 @@ func comparison(cfg Config) (Dashboard, error) {
 }
 
 func ttftByArm() *timeseries.PanelBuilder {
+	return timeseriesPanel("TTFT p50 / p95 / p99 by arm ($class)",
+		"Time to first token of completed mirrored requests of this class, from tandem handing the request over to the first frame carrying output. Quantiles of each arm's native histogram over the rate window.",
+		units.Seconds, ttftQuantileQueries(arms, "{{config}}")...)
+}
+
+// ttftQuantileQueries are the TTFT p50, p95 and p99 of the configs config
+// selects, per config and class, each legend led by legend.
+func ttftQuantileQueries(config, legend string) []*prometheus.DataqueryBuilder {
 	var targets []*prometheus.DataqueryBuilder
 	for _, q := range ttftQuantiles {
 		targets = append(targets, query(
-			quantile(q, configClass, exporter.MetricTimeToFirstToken, arms, selectedClasses),
-			"{{config}} "+percentile(q)))
+			quantile(q, configClass, exporter.MetricTimeToFirstToken, config, selectedClasses),
+			legend+" "+percentile(q)))
 	}
-	return timeseriesPanel("TTFT p50 / p95 / p99 by arm ($class)",
-		"Time to first token of completed mirrored requests of this class, from tandem handing the request over to the first frame carrying output. Quantiles of each arm's native histogram over the rate window.",
-		units.Seconds, targets...)
+	return targets
 }
 
 func interTokenByArm() *timeseries.PanelBuilder {

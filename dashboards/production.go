@@ -3,7 +3,6 @@ package dashboards
 import (
 	"fmt"
 
-	"github.com/grafana/grafana-foundation-sdk/go/prometheus"
 	"github.com/grafana/grafana-foundation-sdk/go/timeseries"
 	"github.com/grafana/grafana-foundation-sdk/go/units"
 
@@ -26,15 +25,9 @@ func production(cfg Config) (Dashboard, error) {
 }
 
 func productionTTFT() *timeseries.PanelBuilder {
-	var targets []*prometheus.DataqueryBuilder
-	for _, q := range ttftQuantiles {
-		targets = append(targets, query(
-			quantile(q, configClass, exporter.MetricTimeToFirstToken, productionConfig, selectedClasses),
-			"{{class}} "+percentile(q)))
-	}
 	return timeseriesPanel("Production TTFT p50 / p95 / p99 by class",
 		"Time to first token of completed production requests, from tandem handing the request over to the first frame carrying output; quantiles of each class's native histogram over the rate window.",
-		units.Seconds, targets...)
+		units.Seconds, ttftQuantileQueries(productionConfig, "{{class}}")...)
 }
 
 func productionRequests() *timeseries.PanelBuilder {
