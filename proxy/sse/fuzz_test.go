@@ -123,41 +123,76 @@ func FuzzMeter(f *testing.F) {
 	})
 }
 
-// FuzzJSONWalk checks the allocation-free JSON walker against encoding/json.
+// FuzzJSONWalk checks the single-pass JSON reader against encoding/json:
+// it accepts what json.Valid accepts whether it reads values whole or walks
+// objects and arrays, and hands out the members and elements encoding/json
+// finds.
 func FuzzJSONWalk(f *testing.F) {
+	for _, c := range validCases {
+		f.Add([]byte(c))
+	}
+	for _, frame := range chatStream(2) {
+		f.Add(frame[len("data: "):])
+	}
 	f.Fuzz(func(t *testing.T, doc []byte) {
-		if len(doc) > maxFuzzInput || !json.Valid(doc) || !utf8.Valid(doc) {
+		if len(doc) > maxFuzzInput {
+			return
+		}
+		valid := json.Valid(doc)
+		whole := reader{b: doc}
+		whole.value()
+		if whole.done() != valid {
+			t.Fatalf("reading %q whole: done %v, json.Valid %v", doc, whole.done(), valid)
+		}
+		members := map[string]string{}
+		walk := reader{b: doc}
+		walk.object(func(key []byte) bool {
+			members[string(key)] = string(walk.value())
+			return true
+		})
+		if walk.done() != valid {
+			t.Fatalf("walking %q as an object: done %v, json.Valid %v", doc, walk.done(), valid)
+		}
+		var elements []string
+		walk = reader{b: doc}
+		walk.array(func() bool {
+			if len(elements)%2 == 0 {
+				elements = append(elements, string(walk.value()))
+				return true
+			}
+			elements = append(elements, "skipped")
+			return false
+		})
+		if walk.done() != valid {
+			t.Fatalf("walking %q as an array: done %v, json.Valid %v", doc, walk.done(), valid)
+		}
+		if !valid || !utf8.Valid(doc) {
 			return
 		}
 		var object map[string]json.RawMessage
 		if json.Unmarshal(doc, &object) == nil && object != nil {
-			got := map[string]string{}
-			eachMember(doc, func(key, value []byte) { got[string(key)] = string(value) })
-			if len(got) != len(object) {
-				t.Fatalf("walker found %d distinct keys, encoding/json %d", len(got), len(object))
+			if len(members) != len(object) {
+				t.Fatalf("reader found %d distinct keys, encoding/json %d", len(members), len(object))
 			}
 			for k, v := range object {
-				if got[k] != string(v) {
-					t.Fatalf("key %q: walker %q, encoding/json %q", k, got[k], v)
+				if members[k] != string(v) {
+					t.Fatalf("key %q: reader %q, encoding/json %q", k, members[k], v)
 				}
 			}
 		}
 		var array []json.RawMessage
 		if json.Unmarshal(doc, &array) == nil && array != nil {
-			var got []string
-			eachElement(doc, func(value []byte) { got = append(got, string(value)) })
-			if len(got) != len(array) {
-				t.Fatalf("walker found %d elements, encoding/json %d", len(got), len(array))
+			if len(elements) != len(array) {
+				t.Fatalf("reader found %d elements, encoding/json %d", len(elements), len(array))
 			}
 			for i := range array {
-				if got[i] != string(array[i]) {
-					t.Fatalf("element %d: walker %q, encoding/json %q", i, got[i], array[i])
+				if i%2 == 0 && elements[i] != string(array[i]) {
+					t.Fatalf("element %d: reader %q, encoding/json %q", i, elements[i], array[i])
 				}
 			}
 		}
 		var s string
-		if json.Unmarshal(doc, &s) == nil {
-			v := bytes.TrimSpace(doc)
+		if v := bytes.TrimSpace(doc); isString(v) && json.Unmarshal(doc, &s) == nil {
 			if unquote(v) != s || !stringIs(v, s) || nonEmptyString(v) != (s != "") {
 				t.Fatalf("string %s: unquote %q, want %q", v, unquote(v), s)
 			}

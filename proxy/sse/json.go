@@ -5,12 +5,148 @@ import (
 	"encoding/json"
 )
 
-// The helpers below walk a JSON document that validJSON has accepted,
-// without decoding it: they hand out sub-slices of the input, so reading a
-// frame costs no allocation. On invalid input they stop early but never
-// panic.
+// reader reads one JSON document in a single pass, checking as it goes that
+// the document is what encoding/json.Valid accepts. The meter descends into
+// the few values it needs and skips the rest; values are handed out as
+// sub-slices of the input, so reading a frame costs no allocation. After the
+// first error every method returns at once, and done reports false.
+type reader struct {
+	b     []byte
+	i     int
+	depth int // containers open around b[i]
+	bad   bool
+}
+
+// peek returns the first byte of the next token, or 0 at the end of input.
+func (r *reader) peek() byte {
+	r.i = skipSpace(r.b, r.i)
+	if r.i >= len(r.b) {
+		return 0
+	}
+	return r.b[r.i]
+}
+
+// value reads the next value whole and returns it raw.
+func (r *reader) value() []byte {
+	if r.bad {
+		return nil
+	}
+	start := skipSpace(r.b, r.i)
+	end := validValueEnd(r.b, start, r.depth)
+	if end < 0 {
+		r.bad = true
+		return nil
+	}
+	r.i = end
+	return r.b[start:end]
+}
+
+// object reads the next value. When it is an object, member is called with
+// each key (unescaped) and the reader before the member's value: member
+// either reads the value with one reader call and returns true, or returns
+// false to have it skipped. Any other value is skipped.
+func (r *reader) object(member func(key []byte) bool) {
+	if !r.open('{', '}') {
+		return
+	}
+	for !r.bad {
+		if r.peek() != '"' {
+			r.bad = true
+			return
+		}
+		end, escaped := scanString(r.b, r.i)
+		if end < 0 {
+			r.bad = true
+			return
+		}
+		key := r.b[r.i+1 : end-1]
+		if escaped {
+			key = []byte(unquote(r.b[r.i:end]))
+		}
+		r.i = end
+		if r.peek() != ':' {
+			r.bad = true
+			return
+		}
+		r.i++
+		if !member(key) {
+			r.value()
+		}
+		if !r.next('}') {
+			return
+		}
+	}
+}
+
+// array reads the next value. When it is an array, element is called before
+// each element, which it either reads with one reader call and returns true,
+// or returns false to have it skipped. Any other value is skipped.
+func (r *reader) array(element func() bool) {
+	if !r.open('[', ']') {
+		return
+	}
+	for !r.bad {
+		if !element() {
+			r.value()
+		}
+		if !r.next(']') {
+			return
+		}
+	}
+}
+
+// open enters the container that opens with opening and reports whether it
+// has members to read. An empty container is read whole; a value of
+// another kind is skipped.
+func (r *reader) open(opening, closing byte) bool {
+	if r.bad {
+		return false
+	}
+	if r.peek() != opening {
+		r.value()
+		return false
+	}
+	if r.depth == maxNestingDepth {
+		r.bad = true
+		return false
+	}
+	r.i++
+	if r.peek() == closing {
+		r.i++
+		return false
+	}
+	r.depth++
+	return true
+}
+
+// next moves past the comma before the next member or element and reports
+// true, or past the container's closing byte and reports false.
+func (r *reader) next(closing byte) bool {
+	if r.bad {
+		return false
+	}
+	switch r.peek() {
+	case ',':
+		r.i++
+		return true
+	case closing:
+		r.i++
+		r.depth--
+		return false
+	}
+	r.bad = true
+	return false
+}
+
+// done reports whether the input was one valid value, read to its end.
+func (r *reader) done() bool {
+	return !r.bad && r.depth == 0 && r.i > 0 && skipSpace(r.b, r.i) == len(r.b)
+}
 
 func skipSpace(b []byte, i int) int {
+	if i < len(b) && b[i] > ' ' {
+		return i
+	}
 	for i < len(b) {
 		switch b[i] {
 		case ' ', '\t', '\n', '\r':
@@ -22,124 +158,7 @@ func skipSpace(b []byte, i int) int {
 	return i
 }
 
-// stringEnd returns the index just past the string starting at b[i] == '"'.
-func stringEnd(b []byte, i int) int {
-	for i++; i < len(b); {
-		q := bytes.IndexByte(b[i:], '"')
-		if q < 0 {
-			return len(b)
-		}
-		i += q
-		backslashes := 0
-		for j := i - 1; j >= 0 && b[j] == '\\'; j-- {
-			backslashes++
-		}
-		i++
-		if backslashes%2 == 0 {
-			return i
-		}
-	}
-	return len(b)
-}
-
-// valueEnd returns the index just past the value starting at b[i].
-func valueEnd(b []byte, i int) int {
-	switch b[i] {
-	case '"':
-		return stringEnd(b, i)
-	case '{', '[':
-		depth := 0
-		for i < len(b) {
-			switch b[i] {
-			case '"':
-				i = stringEnd(b, i)
-				continue
-			case '{', '[':
-				depth++
-			case '}', ']':
-				depth--
-				if depth == 0 {
-					return i + 1
-				}
-			}
-			i++
-		}
-		return len(b)
-	}
-	for i < len(b) {
-		switch b[i] {
-		case ',', '}', ']', ' ', '\t', '\n', '\r':
-			return i
-		}
-		i++
-	}
-	return i
-}
-
-// eachMember calls fn with the key and raw value of every member of the
-// object obj. Keys are unescaped; values are raw JSON.
-func eachMember(obj []byte, fn func(key, value []byte)) {
-	i := skipSpace(obj, 0)
-	if i >= len(obj) || obj[i] != '{' {
-		return
-	}
-	i++
-	for {
-		i = skipSpace(obj, i)
-		if i >= len(obj) || obj[i] != '"' {
-			return
-		}
-		end := stringEnd(obj, i)
-		if end-i < 2 {
-			return
-		}
-		key := obj[i+1 : end-1]
-		if bytes.IndexByte(key, '\\') >= 0 {
-			key = []byte(unquote(obj[i:end]))
-		}
-		i = skipSpace(obj, end)
-		if i >= len(obj) || obj[i] != ':' {
-			return
-		}
-		i = skipSpace(obj, i+1)
-		if i >= len(obj) {
-			return
-		}
-		end = valueEnd(obj, i)
-		fn(key, obj[i:end])
-		i = skipSpace(obj, end)
-		if i >= len(obj) || obj[i] != ',' {
-			return
-		}
-		i++
-	}
-}
-
-// eachElement calls fn with every raw element of the array arr.
-func eachElement(arr []byte, fn func(value []byte)) {
-	i := skipSpace(arr, 0)
-	if i >= len(arr) || arr[i] != '[' {
-		return
-	}
-	i++
-	for {
-		i = skipSpace(arr, i)
-		if i >= len(arr) || arr[i] == ']' {
-			return
-		}
-		end := valueEnd(arr, i)
-		fn(arr[i:end])
-		i = skipSpace(arr, end)
-		if i >= len(arr) || arr[i] != ',' {
-			return
-		}
-		i++
-	}
-}
-
 func isString(v []byte) bool { return len(v) >= 2 && v[0] == '"' }
-
-func isObject(v []byte) bool { return len(v) >= 2 && v[0] == '{' }
 
 // nonEmptyString reports whether v is a string of at least one character.
 func nonEmptyString(v []byte) bool { return len(v) > 2 && v[0] == '"' }

@@ -126,8 +126,11 @@ func (m *Meter) event(ev Event) {
 		m.res.ended = true
 		return
 	}
-	if validJSON(ev.Data) && m.readChoices(ev.Data) {
-		m.outputFrame()
+	if c, ok := readChat(ev.Data); ok {
+		m.applyChat(c)
+		if c.output {
+			m.outputFrame()
+		}
 	}
 }
 
@@ -139,71 +142,91 @@ func (m *Meter) outputFrame() {
 	m.res.last = m.at
 }
 
-// readChoices reads a chat or completions chunk, or a whole non-streaming
-// response, and reports whether it carries output.
-func (m *Meter) readChoices(doc []byte) bool {
-	output := false
-	eachMember(doc, func(key, value []byte) {
+// chatChunk is what a chat or completions chunk, or a whole non-streaming
+// response, says.
+type chatChunk struct {
+	output bool   // a choice carries content, reasoning, a tool call or text
+	finish []byte // the last string finish_reason, raw
+	usage  usageCounts
+	failed bool // the server reported an error
+}
+
+type usageCounts struct {
+	output, prompt, cached          int
+	hasOutput, hasPrompt, hasCached bool
+}
+
+// readChat reads a chat or completions chunk or response in one pass, and
+// reports whether it is valid JSON (ok); an invalid one says nothing.
+func readChat(doc []byte) (c chatChunk, ok bool) {
+	r := reader{b: doc}
+	r.object(func(key []byte) bool {
 		switch string(key) {
 		case "choices":
-			eachElement(value, func(choice []byte) {
-				if m.readChoice(choice) {
-					output = true
-				}
+			r.array(func() bool {
+				r.object(func(key []byte) bool { return c.readChoiceMember(&r, key) })
+				return true
 			})
 		case "usage":
-			m.readUsage(value, chatUsage)
+			c.usage.read(&r, chatUsage)
 		case "error":
-			if isObject(value) {
-				m.res.failed = true
+			if r.peek() == '{' {
+				c.failed = true
 			}
+			return false
 		case "object":
-			if stringIs(value, "error") {
-				m.res.failed = true
+			if stringIs(r.value(), "error") {
+				c.failed = true
 			}
+		default:
+			return false
 		}
+		return true
 	})
-	return output
+	return c, r.done()
 }
 
-func (m *Meter) readChoice(choice []byte) bool {
-	output := false
-	eachMember(choice, func(key, value []byte) {
-		switch string(key) {
-		case "delta", "message":
-			if hasOutput(value) {
-				output = true
+// readChoiceMember reads the member key of one element of "choices".
+func (c *chatChunk) readChoiceMember(r *reader, key []byte) bool {
+	switch string(key) {
+	case "delta", "message":
+		r.object(func(key []byte) bool {
+			switch string(key) {
+			case "content", "reasoning_content", "reasoning":
+				if nonEmptyString(r.value()) {
+					c.output = true
+				}
+			case "tool_calls":
+				if nonEmptyArray(r.value()) {
+					c.output = true
+				}
+			default:
+				return false
 			}
-		case "text":
-			if nonEmptyString(value) {
-				output = true
-			}
-		case "finish_reason":
-			if isString(value) {
-				m.res.finish = unquote(value)
-			}
+			return true
+		})
+	case "text":
+		if nonEmptyString(r.value()) {
+			c.output = true
 		}
-	})
-	return output
+	case "finish_reason":
+		if v := r.value(); isString(v) {
+			c.finish = v
+		}
+	default:
+		return false
+	}
+	return true
 }
 
-// hasOutput reports whether a chat delta or message carries content,
-// reasoning or a tool call.
-func hasOutput(delta []byte) bool {
-	output := false
-	eachMember(delta, func(key, value []byte) {
-		switch string(key) {
-		case "content", "reasoning_content", "reasoning":
-			if nonEmptyString(value) {
-				output = true
-			}
-		case "tool_calls":
-			if nonEmptyArray(value) {
-				output = true
-			}
-		}
-	})
-	return output
+func (m *Meter) applyChat(c chatChunk) {
+	if c.finish != nil {
+		m.res.finish = unquote(c.finish)
+	}
+	m.applyUsage(c.usage)
+	if c.failed {
+		m.res.failed = true
+	}
 }
 
 type usageKeys struct{ output, prompt, promptDetails string }
@@ -213,26 +236,46 @@ var (
 	responsesUsage = usageKeys{"output_tokens", "input_tokens", "input_tokens_details"}
 )
 
-func (m *Meter) readUsage(usage []byte, keys usageKeys) {
-	eachMember(usage, func(key, value []byte) {
-		n, isCount := count(value)
+// read reads a usage object named by keys; counts it does not hold, or
+// holds as something other than a non-negative integer, are left alone.
+func (u *usageCounts) read(r *reader, keys usageKeys) {
+	r.object(func(key []byte) bool {
 		switch string(key) {
 		case keys.output:
-			if isCount {
-				m.res.outputTokens, m.res.outputReported = n, true
+			if n, ok := count(r.value()); ok {
+				u.output, u.hasOutput = n, true
 			}
 		case keys.prompt:
-			if isCount {
-				m.res.promptTokens = n
+			if n, ok := count(r.value()); ok {
+				u.prompt, u.hasPrompt = n, true
 			}
 		case keys.promptDetails:
-			eachMember(value, func(key, value []byte) {
-				if n, ok := count(value); ok && string(key) == "cached_tokens" {
-					m.res.cachedTokens = n
+			r.object(func(key []byte) bool {
+				if string(key) != "cached_tokens" {
+					return false
 				}
+				if n, ok := count(r.value()); ok {
+					u.cached, u.hasCached = n, true
+				}
+				return true
 			})
+		default:
+			return false
 		}
+		return true
 	})
+}
+
+func (m *Meter) applyUsage(u usageCounts) {
+	if u.hasOutput {
+		m.res.outputTokens, m.res.outputReported = u.output, true
+	}
+	if u.hasPrompt {
+		m.res.promptTokens = u.prompt
+	}
+	if u.hasCached {
+		m.res.cachedTokens = u.cached
+	}
 }
 
 type responsesKind int
@@ -268,20 +311,24 @@ func kindOf[T string | []byte](typ T) responsesKind {
 // responsesEvent reads one Responses API stream event. Its type is the JSON
 // "type" field, or the SSE event name when the data has none.
 func (m *Meter) responsesEvent(ev Event) {
-	if !validJSON(ev.Data) {
-		return
-	}
 	var typ, delta, response []byte
-	eachMember(ev.Data, func(key, value []byte) {
+	r := reader{b: ev.Data}
+	r.object(func(key []byte) bool {
 		switch string(key) {
 		case "type":
-			typ = value
+			typ = r.value()
 		case "delta":
-			delta = value
+			delta = r.value()
 		case "response":
-			response = value
+			response = r.value()
+		default:
+			return false
 		}
+		return true
 	})
+	if !r.done() {
+		return
+	}
 	kind := kindOf(ev.Name)
 	switch {
 	case isString(typ) && bytes.IndexByte(typ, '\\') < 0:
@@ -312,37 +359,47 @@ func (m *Meter) endResponse(response []byte, status string) {
 	m.readResponse(response)
 }
 
-// readResponse reads a Responses API response object: its usage, and as
-// finish reason its status, or the reason it is incomplete. It reports
-// whether the response has output items.
+// readResponse reads a Responses API response object, which the caller has
+// checked to be valid JSON: its usage, and as finish reason its status, or
+// the reason it is incomplete. It reports whether the response has output
+// items.
 func (m *Meter) readResponse(response []byte) bool {
-	var status, reason string
+	var status, reason []byte
+	var usage usageCounts
 	output := false
-	eachMember(response, func(key, value []byte) {
+	r := reader{b: response}
+	r.object(func(key []byte) bool {
 		switch string(key) {
 		case "status":
-			status = unquote(value)
+			status = r.value()
 		case "incomplete_details":
-			eachMember(value, func(key, value []byte) {
-				if string(key) == "reason" {
-					reason = unquote(value)
+			r.object(func(key []byte) bool {
+				if string(key) != "reason" {
+					return false
 				}
+				reason = r.value()
+				return true
 			})
 		case "usage":
-			m.readUsage(value, responsesUsage)
+			usage.read(&r, responsesUsage)
 		case "output":
-			output = nonEmptyArray(value)
+			output = nonEmptyArray(r.value())
 		case "error":
-			if isObject(value) {
+			if r.peek() == '{' {
 				m.res.failed = true
 			}
+			return false
+		default:
+			return false
 		}
+		return true
 	})
+	m.applyUsage(usage)
 	switch {
-	case reason != "":
-		m.res.finish = reason
-	case status != "":
-		m.res.finish = status
+	case unquote(reason) != "":
+		m.res.finish = unquote(reason)
+	case unquote(status) != "":
+		m.res.finish = unquote(status)
 	}
 	return output
 }
@@ -377,16 +434,21 @@ func (m *Meter) settle() {
 	}
 	m.docParsed = len(m.doc)
 	m.res = result{}
-	if !validJSON(m.doc) {
-		return
-	}
-	m.res.ended = true
 	var output bool
 	if m.api == APIResponses {
+		if !validJSON(m.doc) {
+			return
+		}
 		output = m.readResponse(m.doc)
 	} else {
-		output = m.readChoices(m.doc)
+		c, ok := readChat(m.doc)
+		if !ok {
+			return
+		}
+		m.applyChat(c)
+		output = c.output
 	}
+	m.res.ended = true
 	if output {
 		m.res.frames = 1
 	}

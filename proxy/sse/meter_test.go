@@ -494,3 +494,23 @@ func TestMeterFailed(t *testing.T) {
 		})
 	}
 }
+
+// TestMeterFrameAllocs checks that measuring a chat frame, and a Responses
+// delta event, allocates nothing once the meter's buffers have grown.
+func TestMeterFrameAllocs(t *testing.T) {
+	frames := map[API][]byte{
+		APIChatCompletions: chatStream(1)[1],
+		APIResponses:       []byte("event: response.output_text.delta\ndata: {\"type\":\"response.output_text.delta\",\"item_id\":\"msg_1\",\"output_index\":0,\"content_index\":0,\"delta\":\" tok\"}\n\n"),
+	}
+	for api, frame := range frames {
+		m := NewMeter(api, start)
+		m.Write(start, frame)
+		if n := testing.AllocsPerRun(100, func() { m.Write(start, frame) }); n != 0 {
+			t.Errorf("%v: %v allocations per frame, want 0", api, n)
+		}
+		// One write before, one warm-up run and 100 measured runs.
+		if o := m.Observation(); o.OutputTokens != 102 {
+			t.Errorf("%v: %d output frames counted, want 102", api, o.OutputTokens)
+		}
+	}
+}

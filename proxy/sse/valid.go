@@ -5,21 +5,28 @@ const maxNestingDepth = 10000
 
 // validJSON reports whether b is exactly one JSON value, optionally
 // surrounded by whitespace. It accepts what encoding/json.Valid accepts
-// (including its nesting limit and invalid UTF-8 inside strings) in one
-// pass over b without allocating for up to 32 levels of nesting.
+// (including its nesting limit and invalid UTF-8 inside strings).
 func validJSON(b []byte) bool {
+	end := validValueEnd(b, skipSpace(b, 0), 0)
+	return end >= 0 && skipSpace(b, end) == len(b)
+}
+
+// validValueEnd returns the index just past the valid JSON value that starts
+// at b[i], or -1 when none does. depth containers are already open around
+// it, counted against the nesting limit. It reads b once and does not
+// allocate for up to 32 levels of nesting.
+func validValueEnd(b []byte, i, depth int) int {
 	var buf [32]byte
 	open := buf[:0] // '{' or '[' of every container not yet closed
-	i := 0
 	for {
 		i = skipSpace(b, i)
 		if i >= len(b) {
-			return false
+			return -1
 		}
 		switch b[i] {
 		case '{', '[':
-			if len(open) == maxNestingDepth {
-				return false
+			if depth+len(open) == maxNestingDepth {
+				return -1
 			}
 			open = append(open, b[i])
 			i = skipSpace(b, i+1)
@@ -30,7 +37,7 @@ func validJSON(b []byte) bool {
 			}
 			if open[len(open)-1] == '{' {
 				if i = memberValue(b, i); i < 0 {
-					return false
+					return -1
 				}
 			}
 			continue
@@ -46,16 +53,16 @@ func validJSON(b []byte) bool {
 			i = numberEnd(b, i)
 		}
 		if i < 0 {
-			return false
+			return -1
 		}
 		// After a value: close containers, or go on to the next element.
 		for {
-			i = skipSpace(b, i)
 			if len(open) == 0 {
-				return i == len(b)
+				return i
 			}
+			i = skipSpace(b, i)
 			if i >= len(b) {
-				return false
+				return -1
 			}
 			top := open[len(open)-1]
 			if b[i] == closing(top) {
@@ -64,12 +71,12 @@ func validJSON(b []byte) bool {
 				continue
 			}
 			if b[i] != ',' {
-				return false
+				return -1
 			}
 			i++
 			if top == '{' {
 				if i = memberValue(b, skipSpace(b, i)); i < 0 {
-					return false
+					return -1
 				}
 			}
 			break
@@ -101,38 +108,60 @@ func memberValue(b []byte, i int) int {
 	return i + 1
 }
 
+// plainStringByte marks the bytes a JSON string holds as they are: all but
+// the quote, the backslash and control characters.
+var plainStringByte = func() (plain [256]bool) {
+	for c := 0x20; c < len(plain); c++ {
+		plain[c] = c != '"' && c != '\\'
+	}
+	return plain
+}()
+
 // validStringEnd returns the index just past the string starting at
 // b[i] == '"', or -1 when it is not a valid JSON string.
 func validStringEnd(b []byte, i int) int {
-	for i++; i < len(b); i++ {
-		switch c := b[i]; {
-		case c == '"':
-			return i + 1
-		case c == '\\':
+	end, _ := scanString(b, i)
+	return end
+}
+
+// scanString is validStringEnd that also reports whether the string holds
+// an escape sequence.
+func scanString(b []byte, i int) (end int, escaped bool) {
+	for i++; ; i++ {
+		for i < len(b) && plainStringByte[b[i]] {
+			i++
+		}
+		if i >= len(b) {
+			return -1, escaped
+		}
+		switch b[i] {
+		case '"':
+			return i + 1, escaped
+		case '\\':
+			escaped = true
 			i++
 			if i >= len(b) {
-				return -1
+				return -1, escaped
 			}
 			switch b[i] {
 			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
 			case 'u':
 				if i+4 >= len(b) {
-					return -1
+					return -1, escaped
 				}
 				for _, h := range b[i+1 : i+5] {
 					if !isHex(h) {
-						return -1
+						return -1, escaped
 					}
 				}
 				i += 4
 			default:
-				return -1
+				return -1, escaped
 			}
-		case c < 0x20:
-			return -1
+		default: // a control character
+			return -1, escaped
 		}
 	}
-	return -1
 }
 
 func isHex(c byte) bool {

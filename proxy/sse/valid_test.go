@@ -28,6 +28,36 @@ func TestValidJSON(t *testing.T) {
 	}
 }
 
+// TestReaderValidates checks that the reader, walking objects and arrays
+// member by member, accepts exactly what encoding/json.Valid accepts,
+// nesting limit included.
+func TestReaderValidates(t *testing.T) {
+	cases := append([]string{
+		strings.Repeat("[", maxNestingDepth) + strings.Repeat("]", maxNestingDepth),
+		strings.Repeat("[", maxNestingDepth+1) + strings.Repeat("]", maxNestingDepth+1),
+		`{"a":` + strings.Repeat("[", maxNestingDepth-1) + strings.Repeat("]", maxNestingDepth-1) + `}`,
+		`{"a":` + strings.Repeat("[", maxNestingDepth) + strings.Repeat("]", maxNestingDepth) + `}`,
+		`{"a":{"b":` + strings.Repeat("[", maxNestingDepth-2) + strings.Repeat("]", maxNestingDepth-2) + `}}`,
+		`{"a":{"b":` + strings.Repeat("[", maxNestingDepth-1) + strings.Repeat("]", maxNestingDepth-1) + `}}`,
+	}, validCases...)
+	for _, c := range cases {
+		want := json.Valid([]byte(c))
+		r := reader{b: []byte(c)}
+		var walk func(key []byte) bool
+		walk = func([]byte) bool {
+			if r.peek() == '{' {
+				r.object(walk)
+				return true
+			}
+			return false
+		}
+		r.object(walk)
+		if r.done() != want {
+			t.Errorf("reader walking %.60q: done %v, encoding/json.Valid says %v", c, r.done(), want)
+		}
+	}
+}
+
 func TestValidJSONAllocs(t *testing.T) {
 	frame := []byte(`{"id":"c","choices":[{"index":0,"delta":{"content":" tok"},"logprobs":null,"finish_reason":null}],"usage":{"a":[1,2,{"b":[]}]}}`)
 	if n := testing.AllocsPerRun(100, func() { validJSON(frame) }); n != 0 {
