@@ -1,5 +1,7 @@
 package sse
 
+import "encoding/binary"
+
 // maxNestingDepth is encoding/json's limit on nested objects and arrays.
 const maxNestingDepth = 10000
 
@@ -117,6 +119,16 @@ var plainStringByte = func() (plain [256]bool) {
 	return plain
 }()
 
+// plainWord reports whether none of the eight bytes in w is a quote, a
+// backslash or a control character (the bit tricks of "Bit Twiddling Hacks":
+// a byte is zero, or below n, where its top bit survives the subtraction).
+func plainWord(w uint64) bool {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	quote, backslash := w^('"'*ones), w^('\\'*ones)
+	below := (w-0x20*ones)&^w | (quote-ones)&^quote | (backslash-ones)&^backslash
+	return below&highs == 0
+}
+
 // validStringEnd returns the index just past the string starting at
 // b[i] == '"', or -1 when it is not a valid JSON string.
 func validStringEnd(b []byte, i int) int {
@@ -128,6 +140,9 @@ func validStringEnd(b []byte, i int) int {
 // an escape sequence.
 func scanString(b []byte, i int) (end int, escaped bool) {
 	for i++; ; i++ {
+		for i+8 <= len(b) && plainWord(binary.LittleEndian.Uint64(b[i:])) {
+			i += 8
+		}
 		for i < len(b) && plainStringByte[b[i]] {
 			i++
 		}
