@@ -104,7 +104,7 @@ func newUpstream(config, rawURL string, key Secret, model string, maxInFlight in
 	if err != nil {
 		return nil, fmt.Errorf("%s URL: %w", config, err)
 	}
-	up := &upstream{config: config, url: u, apiKey: key, model: model, transport: newTransport()}
+	up := &upstream{config: config, url: u, apiKey: key, model: model, transport: NewTransport()}
 	if maxInFlight > 0 {
 		up.slots = make(chan struct{}, maxInFlight)
 	}
@@ -121,6 +121,15 @@ func (s *Server) Shutdown() {
 
 // ServeHTTP sends r to production and, when sampled, mirrors it to A and B.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	// A body tandem does not read whole goes to production as it arrives.
+	// Without full duplex, Go's HTTP/1 server consumes the rest of it once
+	// production's answer starts, stalling the answer or cutting the
+	// request to production (golang/go#40747). Only for a declared length:
+	// in full duplex the server would keep the connection after a broken
+	// chunked body and read its remains as the next request.
+	if r.ContentLength > 0 {
+		http.NewResponseController(w).EnableFullDuplex()
+	}
 	api, llm := sse.APIForPath(r.URL.Path)
 	if !llm {
 		s.reverse.ServeHTTP(w, r)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -521,5 +522,60 @@ func TestErrorFrameInStreamIsAnError(t *testing.T) {
 	}
 	if n := r.value(t, exporter.MetricPairs, map[string]string{"class": "fresh", "result": exporter.PairBFailed}); n != 1 {
 		t.Errorf("pairs b_failed = %v, want 1", n)
+	}
+}
+
+// TestProductionAnsweringBeforeTheWholeBody sends an oversized (streamed)
+// body to a production that starts its answer after reading only part of
+// it, from a client that sends the rest only once the answer has started.
+// The rest must still reach production, and the answer the client: Go's
+// HTTP/1 server, by default, consumes what is left of a request body before
+// the handler's response starts, which here would stall the response and
+// elsewhere cuts the request to production (golang/go#40747).
+func TestProductionAnsweringBeforeTheWholeBody(t *testing.T) {
+	early := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.NewResponseController(w).EnableFullDuplex()
+		head := make([]byte, 1024)
+		n, _ := io.ReadFull(r.Body, head)
+		w.Header().Set("Content-Type", "text/event-stream")
+		fmt.Fprint(w, "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"hi\"}}]}\n\n")
+		http.NewResponseController(w).Flush()
+		rest, err := io.ReadAll(r.Body)
+		fmt.Fprintf(w, "data: {\"received\":%d,\"err\":%q}\n\ndata: [DONE]\n\n", n+len(rest), fmt.Sprint(err))
+	}))
+	defer early.Close()
+	r := newRig(t, testupstream.Script{}, testupstream.Script{}, testupstream.Script{},
+		map[string]string{"TANDEM_PRIMARY_URL": early.URL, "TANDEM_MIRROR_MAX_BODY_BYTES": "200"})
+
+	body := `{"model":"m","stream":true,"messages":[{"role":"user","content":"` + strings.Repeat("z", 64<<10) + `"}]}`
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	started := make(chan struct{})
+	pr, pw := io.Pipe()
+	go func() {
+		pw.Write([]byte(body[:4096]))
+		select {
+		case <-started:
+			pw.Write([]byte(body[4096:]))
+			pw.Close()
+		case <-ctx.Done():
+			pw.CloseWithError(ctx.Err())
+		}
+	}()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, r.front.URL+"/v1/chat/completions", pr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.ContentLength = int64(len(body))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("no response before the whole body was sent: %v", err)
+	}
+	close(started)
+	defer resp.Body.Close()
+	got, err := io.ReadAll(resp.Body)
+	want := fmt.Sprintf(`"received":%d,"err":"<nil>"`, len(body))
+	if err != nil || !strings.Contains(string(got), want) || !strings.HasSuffix(string(got), "data: [DONE]\n\n") {
+		t.Fatalf("response %.300q, read error %v; want production to receive all %d bytes and the stream to end", got, err, len(body))
 	}
 }

@@ -26,9 +26,9 @@ type upstream struct {
 	slots chan struct{}
 }
 
-// newTransport returns the transport every upstream uses, so A and B differ
+// NewTransport returns the transport every upstream uses, so A and B differ
 // only in where they point. Each upstream gets its own connection pool.
-func newTransport() *http.Transport {
+func NewTransport() *http.Transport {
 	return &http.Transport{
 		Proxy: nil,
 		DialContext: (&net.Dialer{

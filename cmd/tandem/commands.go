@@ -141,6 +141,10 @@ func runReport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 }
 
 func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if os.Getenv(bench.ReferenceEnv) != "" {
+		// This process is the reference proxy of a running benchmark.
+		return bench.ServeReference(ctx)
+	}
 	var c bench.Config
 	fs := newFlags("bench", "[flags]", stderr)
 	c.RegisterFlags(fs)

@@ -27,6 +27,15 @@ func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == "serve" {
 		os.Exit(serveFromEnv())
 	}
+	if os.Getenv(ReferenceEnv) != "" {
+		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
+		defer stop()
+		if err := ServeReference(ctx); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
 	os.Exit(m.Run())
 }
 
@@ -83,7 +92,7 @@ func checkRun(t *testing.T, c Config) string {
 		os.Stdout.Write(out.Bytes())
 	}
 
-	columns := []string{Direct, Tandem0, Tandem1}
+	columns := []string{Direct, Tandem0, Tandem1, Reference}
 	if _, err := exec.LookPath(c.Nginx); c.Nginx != "" && err == nil {
 		columns = append(columns, Nginx)
 	} else if !strings.Contains(out.String(), "nginx left out") {

@@ -29,6 +29,13 @@ type tandemProcess struct {
 // startTandemProcess runs "binary serve" configured by env plus its own
 // listen addresses, and waits until it accepts connections.
 func startTandemProcess(ctx context.Context, binary string, env map[string]string) (*tandemProcess, error) {
+	return startProxyProcess(ctx, binary, "serve", env)
+}
+
+// startProxyProcess runs "binary subcommand" configured by env plus
+// TANDEM_LISTEN_ADDR and TANDEM_METRICS_ADDR on free loopback ports, and waits
+// until it accepts connections on the first.
+func startProxyProcess(ctx context.Context, binary, subcommand string, env map[string]string) (*tandemProcess, error) {
 	proxyPort, err := freePort()
 	if err != nil {
 		return nil, err
@@ -38,7 +45,7 @@ func startTandemProcess(ctx context.Context, binary string, env map[string]strin
 		return nil, err
 	}
 	t := &tandemProcess{url: "http://127.0.0.1:" + proxyPort, stderr: &tail{max: 4096}, exited: make(chan error, 1)}
-	t.cmd = exec.Command(binary, "serve")
+	t.cmd = exec.Command(binary, subcommand)
 	t.cmd.Env = os.Environ()
 	for k, v := range env {
 		t.cmd.Env = append(t.cmd.Env, k+"="+v)
@@ -55,7 +62,7 @@ func startTandemProcess(ctx context.Context, binary string, env map[string]strin
 		select {
 		case err := <-t.exited:
 			t.exited <- err
-			return nil, fmt.Errorf("%s serve exited: %v: %s", binary, err, t.stderr)
+			return nil, fmt.Errorf("%s %s exited: %v: %s", binary, subcommand, err, t.stderr)
 		default:
 		}
 		if c, err := net.Dial("tcp", "127.0.0.1:"+proxyPort); err == nil {
@@ -64,7 +71,7 @@ func startTandemProcess(ctx context.Context, binary string, env map[string]strin
 		}
 		if ctx.Err() != nil || time.Now().After(deadline) {
 			t.stop()
-			return nil, errors.Join(errors.New("tandem did not accept connections within 10s"), ctx.Err())
+			return nil, errors.Join(fmt.Errorf("%s %s did not accept connections within 10s", binary, subcommand), ctx.Err())
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

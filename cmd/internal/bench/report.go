@@ -204,18 +204,19 @@ func buildReport(c Config, p plan, variants []*variant, tallies map[string]*tall
 
 	samples := direct.requests / len(concurrencies)
 	where := "in this process"
-	cpuNote := "for tandem, this process's CPU minus direct's; for nginx, its workers' CPU from /proc. For s=1 it includes the in-process A and B upstreams serving the mirrored streams."
-	memNote := "for tandem, Go heap objects and goroutine stacks after garbage collection, minus direct's (for s=1 this includes the A and B upstreams' side of the two mirrored streams); for nginx, the resident memory of its master and workers."
+	cpuNote := "for tandem and the reference, this process's CPU minus direct's; for nginx, its workers' CPU from /proc. For s=1 it includes the in-process A and B upstreams serving the mirrored streams."
+	memNote := "for tandem and the reference, Go heap objects and goroutine stacks after garbage collection, minus direct's (for s=1 this includes the A and B upstreams' side of the two mirrored streams); for nginx, the resident memory of its master and workers."
 	if c.Tandem != "" {
 		where = "as a separate process (" + c.Tandem + " serve)"
-		cpuNote = "for tandem and for nginx's workers, their own CPU from /proc."
-		memNote = "for tandem and for nginx (master and workers), the growth of their resident memory."
+		cpuNote = "for tandem, the reference and nginx's workers, their own CPU from /proc."
+		memNote = "for tandem, the reference and nginx (master and workers), the growth of their resident memory."
 	}
 	r.notes = []string{
 		fmt.Sprintf("%d rounds; in each, every variant ran %d requests at each concurrency (1 and %d, closed loop), in an order rotated every round; %d content frames per stream from a zero-think-time upstream in this process; %d TTFT samples per cell.",
 			p.rounds, p.requests, sat, p.frames, samples),
 		"TTFT is measured by the client, from sending the request to the arrival of the first content frame. Cells of proxies give the value, what it adds to direct, and the ratio to direct; the ÷ nginx column compares tandem s=0 with nginx (for TTFT, the added times).",
 		"tandem runs " + where + " with A and B configured: s=0 mirrors nothing, s=1 mirrors every request to two more upstreams like production. Those upstreams run in this process and share the machine's CPUs with production, so s=1 shows mirroring to arms without capacity of their own; the p99 target assumes arms with their own.",
+		"Go ReverseProxy is a reference, run like tandem: Go's httputil.ReverseProxy on tandem's upstream transport, flushing every write, and nothing else. What it adds to direct is the cost of Go's HTTP stack; what tandem s=0 adds beyond it is tandem's own work (reading each request body, classifying it, measuring every frame).",
 		"CPU per request: for direct, this process (client and upstream); " + cpuNote,
 		"Memory per in-flight stream: streams held open after their first content frame; " + memNote,
 		machine(),

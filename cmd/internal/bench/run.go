@@ -24,10 +24,11 @@ import (
 
 // Variant names, in the order of the table's columns.
 const (
-	Direct  = "direct"
-	Tandem0 = "tandem s=0"
-	Tandem1 = "tandem s=1"
-	Nginx   = "nginx"
+	Direct    = "direct"
+	Tandem0   = "tandem s=0"
+	Tandem1   = "tandem s=1"
+	Reference = "Go ReverseProxy"
+	Nginx     = "nginx"
 )
 
 // variant is one way from the client to the production upstream.
@@ -146,6 +147,23 @@ func startVariants(ctx context.Context, c Config, p plan, stderr io.Writer, stop
 		}
 		variants = append(variants, v)
 	}
+
+	// The reference runs where tandem runs: in a process of its own (this
+	// executable again), or in this process.
+	var self string
+	if c.Tandem != "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return nil, "", err
+		}
+		self = exe
+	}
+	refURL, refExt, stopRef, err := startReference(ctx, self, prod)
+	if err != nil {
+		return nil, "", fmt.Errorf("starting the reference proxy: %w", err)
+	}
+	*stops = append(*stops, stopRef)
+	variants = append(variants, &variant{name: Reference, url: refURL, ext: refExt, prod: prod})
 
 	if p.nginx == "" {
 		return variants, "nginx left out (--nginx is empty)", nil
