@@ -151,7 +151,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	// tandem runs as its own process by default, measured from /proc like nginx.
 	if exe, err := os.Executable(); err == nil {
 		fs.Lookup("tandem").DefValue = exe
-		c.Tandem = exe
+		c.Tandem, c.DefaultTandem = exe, exe
 	}
 	if err := parse(fs, args); err != nil {
 		return err

@@ -39,6 +39,10 @@ type Config struct {
 	// serve" in a process of its own, measured from /proc like nginx,
 	// instead of in this process.
 	Tandem string
+	// DefaultTandem is the value of Tandem when --tandem is not given (the
+	// running executable, for the tandem command); the reproducing command
+	// names --tandem only when it differs.
+	DefaultTandem string
 }
 
 // RegisterFlags defines the bench subcommand's flags on fs.
@@ -144,7 +148,7 @@ func (c Config) command() string {
 	if c.Nginx != DefaultNginx {
 		args = append(args, fmt.Sprintf("--nginx '%s'", c.Nginx))
 	}
-	if c.Tandem != "" {
+	if c.Tandem != c.DefaultTandem {
 		args = append(args, fmt.Sprintf("--tandem '%s'", c.Tandem))
 	}
 	return strings.Join(args, " ")

@@ -59,6 +59,19 @@ func TestCommand(t *testing.T) {
 			t.Errorf("%q: command() = %q, want %q", c.args, got, c.want)
 		}
 	}
+
+	// The tandem command runs its own executable by default.
+	for _, c := range []struct{ tandem, want string }{
+		{"/opt/tandem", "go run ./cmd/tandem bench"},
+		{"/tmp/other", "go run ./cmd/tandem bench --tandem '/tmp/other'"},
+		{"", "go run ./cmd/tandem bench --tandem ''"},
+	} {
+		cfg := defaults()
+		cfg.Tandem, cfg.DefaultTandem = c.tandem, "/opt/tandem"
+		if got := cfg.command(); got != c.want {
+			t.Errorf("--tandem %q: command() = %q, want %q", c.tandem, got, c.want)
+		}
+	}
 }
 
 func TestPlanQuick(t *testing.T) {
