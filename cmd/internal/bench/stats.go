@@ -4,20 +4,20 @@ import (
 	"math"
 	"slices"
 	"time"
+
+	"github.com/kestrelops/tandem/cmd/internal/quantile"
 )
 
 // percentile returns the q-quantile (0 < q <= 1) of ds by the nearest-rank
 // method: the smallest value with at least q of the samples at or below it.
 // It is NaN for no samples.
 func percentile(ds []time.Duration, q float64) float64 {
-	if len(ds) == 0 {
-		return math.NaN()
+	seconds := make([]float64, len(ds))
+	for i, d := range ds {
+		seconds[i] = d.Seconds()
 	}
-	sorted := slices.Clone(ds)
-	slices.Sort(sorted)
-	rank := int(math.Ceil(q*float64(len(sorted)))) - 1
-	rank = max(0, min(rank, len(sorted)-1))
-	return sorted[rank].Seconds()
+	slices.Sort(seconds)
+	return quantile.Of(seconds, q)
 }
 
 // ratio is a/b, NaN when b is zero or either is not a number.

@@ -10,10 +10,11 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/kestrelops/tandem/cmd/internal/loadgen"
 	"github.com/kestrelops/tandem/cmd/internal/report"
 	"github.com/kestrelops/tandem/exporter"
 	"github.com/kestrelops/tandem/proxy/record"
+
+	"github.com/kestrelops/tandem/cmd/internal/quantile"
 )
 
 // Mixed is the summary key of all classes together.
@@ -126,10 +127,10 @@ func summarizeArm(recs []record.Record) ArmSummary {
 	}
 	slices.Sort(ttfts)
 	slices.Sort(speeds)
-	a.TTFTP50 = loadgen.Quantile(ttfts, 0.50)
-	a.TTFTP95 = loadgen.Quantile(ttfts, 0.95)
-	a.TTFTP99 = loadgen.Quantile(ttfts, 0.99)
-	a.SpeedP50 = loadgen.Quantile(speeds, 0.50)
+	a.TTFTP50 = quantile.Of(ttfts, 0.50)
+	a.TTFTP95 = quantile.Of(ttfts, 0.95)
+	a.TTFTP99 = quantile.Of(ttfts, 0.99)
+	a.SpeedP50 = quantile.Of(speeds, 0.50)
 	if span := last.Sub(first).Seconds(); span > 0 {
 		a.OutputRate = float64(tokens) / span
 	}

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/kestrelops/tandem/exporter"
+
+	"github.com/kestrelops/tandem/cmd/internal/quantile"
 )
 
 // ClassMixed names the summary of all requests together.
@@ -44,17 +46,6 @@ type ClassSummary struct {
 	// SpeedP50 is the median per-request output speed, tokens per second
 	// after the first token.
 	SpeedP50 float64
-}
-
-// Quantile returns the q-quantile of sorted as an order statistic: the
-// smallest value with at least q of the data at or below it
-// (sorted[ceil(q·n)-1], and sorted[0] for q = 0). It returns NaN for no data.
-func Quantile(sorted []float64, q float64) float64 {
-	if len(sorted) == 0 {
-		return math.NaN()
-	}
-	i := int(math.Ceil(q*float64(len(sorted)))) - 1
-	return sorted[min(max(i, 0), len(sorted)-1)]
 }
 
 // Summarize computes the summary of results.
@@ -109,8 +100,8 @@ func summarizeClass(class string, results []Result, window time.Duration) ClassS
 	}
 	slices.Sort(ttfts)
 	slices.Sort(speeds)
-	cs.TTFTP50, cs.TTFTP95, cs.TTFTP99 = Quantile(ttfts, 0.5), Quantile(ttfts, 0.95), Quantile(ttfts, 0.99)
-	cs.SpeedP50 = Quantile(speeds, 0.5)
+	cs.TTFTP50, cs.TTFTP95, cs.TTFTP99 = quantile.Of(ttfts, 0.5), quantile.Of(ttfts, 0.95), quantile.Of(ttfts, 0.99)
+	cs.SpeedP50 = quantile.Of(speeds, 0.5)
 	if window > 0 {
 		cs.OutputRate = float64(cs.OutputTokens) / window.Seconds()
 	}

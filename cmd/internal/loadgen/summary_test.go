@@ -3,9 +3,7 @@ package loadgen_test
 import (
 	"bytes"
 	"flag"
-	"fmt"
 	"io"
-	"math"
 	"strings"
 	"testing"
 	"time"
@@ -13,29 +11,6 @@ import (
 	"github.com/kestrelops/tandem/cmd/internal/loadgen"
 	"github.com/kestrelops/tandem/exporter"
 )
-
-func TestQuantile(t *testing.T) {
-	data := []float64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}
-	for _, tc := range []struct {
-		q, want float64
-	}{{0, 1}, {0.1, 1}, {0.11, 2}, {0.5, 5}, {0.51, 6}, {0.9, 9}, {0.95, 10}, {0.99, 10}, {1, 10}} {
-		if got := loadgen.Quantile(data, tc.q); got != tc.want {
-			t.Errorf("Quantile(1..10, %v) = %v, want %v", tc.q, got, tc.want)
-		}
-	}
-	if got := loadgen.Quantile([]float64{7}, 0.95); got != 7 {
-		t.Errorf("Quantile of one value = %v", got)
-	}
-	if got := loadgen.Quantile(nil, 0.5); !math.IsNaN(got) {
-		t.Errorf("Quantile of nothing = %v, want NaN", got)
-	}
-}
-
-func ExampleQuantile() {
-	ttfts := []float64{0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 2.0}
-	fmt.Println(loadgen.Quantile(ttfts, 0.5), loadgen.Quantile(ttfts, 0.95))
-	// Output: 0.5 2
-}
 
 func completed(class string, sent time.Time, ttft, last, duration float64, tokens int) loadgen.Result {
 	return loadgen.Result{Class: class, Sent: sent, Outcome: exporter.OutcomeCompleted, FirstToken: true,

@@ -6,6 +6,8 @@ import (
 
 	"github.com/kestrelops/tandem/exporter"
 	"github.com/kestrelops/tandem/proxy/record"
+
+	"github.com/kestrelops/tandem/cmd/internal/quantile"
 )
 
 var t0 = time.Date(2026, 11, 2, 9, 0, 0, 0, time.UTC)
@@ -35,7 +37,7 @@ type trace struct {
 // records builds the A and B records of tr. edit, when not nil, may change
 // pair i's records.
 func (tr trace) records(edit func(i int, a, b *record.Record)) []record.Record {
-	r95 := nearestRank(tr.n, 0.95)
+	r95 := quantile.Rank(tr.n, 0.95)
 	var out []record.Record
 	for i := range tr.n {
 		var pair [2]record.Record

@@ -3,6 +3,8 @@ package report
 import (
 	"math"
 	"slices"
+
+	"github.com/kestrelops/tandem/cmd/internal/quantile"
 )
 
 // distribution is a set of observations a quantile can be read from: the
@@ -34,7 +36,7 @@ func (s samples) quantile(q float64) float64 {
 	if len(s) == 0 {
 		return math.NaN()
 	}
-	return s[nearestRank(len(s), q)-1]
+	return quantile.Of(s, q)
 }
 
 func (s samples) quantileCI(q, level float64) Interval {
@@ -47,12 +49,6 @@ func (s samples) quantileCI(q, level float64) Interval {
 		ci[1] = s[u-1]
 	}
 	return ci
-}
-
-// nearestRank is the 1-based rank ceil(q·n), clamped to [1, n].
-func nearestRank(n int, q float64) int {
-	r := int(math.Ceil(q*float64(n) - 1e-9))
-	return min(max(r, 1), n)
 }
 
 // exactBinomialLimit is the largest n for which orderStatisticRanks sums the
