@@ -66,14 +66,22 @@ func (s *Server) mirror(api sse.API, in *url.URL, class string, body []byte) {
 	defer cancel()
 
 	reqs := make([]*http.Request, len(s.arms))
+	bodies := map[string][]byte{} // by model: arms sharing a model share the body
 	for i, arm := range s.arms {
-		req, err := arm.shadowRequest(ctx, api, in, body)
+		shadowBody, ok := bodies[arm.model]
+		var err error
+		if !ok {
+			shadowBody, err = rewriteBody(api, body, arm.model)
+			bodies[arm.model] = shadowBody
+		}
+		if err == nil {
+			reqs[i], err = arm.shadowRequest(ctx, in, shadowBody)
+		}
 		if err != nil {
 			// The body parsed as a prompt, so this cannot happen short of a bug.
 			s.log.Error("building mirrored request", "config", arm.config, "err", err)
 			return
 		}
-		reqs[i] = req
 	}
 
 	results := make([]shadowResult, len(s.arms))
@@ -98,15 +106,11 @@ func (s *Server) mirror(api sse.API, in *url.URL, class string, body []byte) {
 	s.metrics.ObservePair(class, results[0].obs, results[1].obs)
 }
 
-// shadowRequest builds the request one arm receives: always streamed with
-// usage, the arm's model when set, and only the content type and the arm's
-// own credentials as headers.
-func (u *upstream) shadowRequest(ctx context.Context, api sse.API, in *url.URL, body []byte) (*http.Request, error) {
-	shadowBody, err := rewriteBody(api, body, u.model)
-	if err != nil {
-		return nil, err
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "", bytes.NewReader(shadowBody))
+// shadowRequest builds the request one arm receives: body (rewritten for the
+// arm by rewriteBody), and only the content type and the arm's own
+// credentials as headers.
+func (u *upstream) shadowRequest(ctx context.Context, in *url.URL, body []byte) (*http.Request, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "", bytes.NewReader(body))
 	if err != nil {
 		return nil, err
 	}
