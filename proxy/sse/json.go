@@ -138,7 +138,8 @@ func (r *reader) next(closing byte) bool {
 	return false
 }
 
-// done reports whether the input was one valid value, read to its end.
+// done reports whether the input was one valid value and the reader has
+// read it to its end.
 func (r *reader) done() bool {
 	return !r.bad && r.depth == 0 && r.i > 0 && skipSpace(r.b, r.i) == len(r.b)
 }
