@@ -45,16 +45,14 @@ func newReference(upstream *url.URL) http.Handler {
 // ServeReference serves the reference proxy in front of the upstream named
 // by ReferenceEnv, on TANDEM_LISTEN_ADDR, until ctx ends.
 func ServeReference(ctx context.Context) error {
-	upstream, listenAddr := os.Getenv(ReferenceEnv), os.Getenv("TANDEM_LISTEN_ADDR")
-	u, err := url.Parse(upstream)
-	if err != nil || u.Scheme == "" || u.Host == "" {
-		return errors.New(ReferenceEnv + " must be an upstream URL such as http://127.0.0.1:8000")
-	}
-	ln, err := net.Listen("tcp", listenAddr)
+	srv, err := newReferenceServer(os.Getenv(ReferenceEnv))
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{Handler: newReference(u), ReadHeaderTimeout: 10 * time.Second}
+	ln, err := net.Listen("tcp", os.Getenv("TANDEM_LISTEN_ADDR"))
+	if err != nil {
+		return err
+	}
 	go func() {
 		<-ctx.Done()
 		srv.Close()
@@ -63,6 +61,16 @@ func ServeReference(ctx context.Context) error {
 		return err
 	}
 	return nil
+}
+
+// newReferenceServer returns the server of the reference proxy in front of
+// upstream.
+func newReferenceServer(upstream string) (*http.Server, error) {
+	u, err := url.Parse(upstream)
+	if err != nil || u.Scheme == "" || u.Host == "" {
+		return nil, errors.New(ReferenceEnv + " must be an upstream URL such as http://127.0.0.1:8000")
+	}
+	return &http.Server{Handler: newReference(u), ReadHeaderTimeout: 10 * time.Second}, nil
 }
 
 // startReference starts the reference proxy in front of prod: as a process
@@ -75,16 +83,14 @@ func startReference(ctx context.Context, binary string, prod *upstream) (base st
 		}
 		return p.url, p, p.stop, nil
 	}
+	srv, err := newReferenceServer(prod.url)
+	if err != nil {
+		return "", nil, nil, err
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return "", nil, nil, err
 	}
-	u, err := url.Parse(prod.url)
-	if err != nil {
-		ln.Close()
-		return "", nil, nil, err
-	}
-	srv := &http.Server{Handler: newReference(u), ReadHeaderTimeout: 10 * time.Second}
 	go srv.Serve(ln)
 	return "http://" + ln.Addr().String(), nil, func() { srv.Close() }, nil
 }
