@@ -172,13 +172,7 @@ func (n *nginx) usage() (cpu time.Duration, rss int64) {
 
 // stop ends nginx (fast shutdown) and removes its directory.
 func (n *nginx) stop() {
-	n.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-n.exited:
-	case <-time.After(5 * time.Second):
-		n.cmd.Process.Kill()
-		<-n.exited
-	}
+	terminate(n.cmd, n.exited, 5*time.Second)
 	os.RemoveAll(n.dir)
 }
 

@@ -87,12 +87,16 @@ func (t *tandemProcess) usage() (time.Duration, int64) {
 
 // stop ends tandem as SIGTERM does in production, killing it if it has not
 // exited within its shutdown grace and a margin.
-func (t *tandemProcess) stop() {
-	t.cmd.Process.Signal(syscall.SIGTERM)
+func (t *tandemProcess) stop() { terminate(t.cmd, t.exited, 10*time.Second) }
+
+// terminate sends cmd SIGTERM and waits for exited, killing the process if
+// it has not exited within grace.
+func terminate(cmd *exec.Cmd, exited <-chan error, grace time.Duration) {
+	cmd.Process.Signal(syscall.SIGTERM)
 	select {
-	case <-t.exited:
-	case <-time.After(10 * time.Second):
-		t.cmd.Process.Kill()
-		<-t.exited
+	case <-exited:
+	case <-time.After(grace):
+		cmd.Process.Kill()
+		<-exited
 	}
 }
