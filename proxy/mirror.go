@@ -68,8 +68,8 @@ func (s *Server) mirror(api sse.API, in *url.URL, class string, body []byte) {
 	reqs := make([]*http.Request, len(s.arms))
 	bodies := map[string][]byte{} // by model: arms sharing a model share the body
 	for i, arm := range s.arms {
-		shadowBody, ok := bodies[arm.model]
 		var err error
+		shadowBody, ok := bodies[arm.model]
 		if !ok {
 			shadowBody, err = rewriteBody(api, body, arm.model)
 			bodies[arm.model] = shadowBody

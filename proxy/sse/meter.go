@@ -2,6 +2,7 @@ package sse
 
 import (
 	"bytes"
+	"cmp"
 	"time"
 
 	"github.com/kestrelops/tandem/exporter"
@@ -395,11 +396,8 @@ func (m *Meter) readResponse(response []byte) bool {
 		return true
 	})
 	m.applyUsage(usage)
-	switch {
-	case unquote(reason) != "":
-		m.res.finish = unquote(reason)
-	case unquote(status) != "":
-		m.res.finish = unquote(status)
+	if finish := cmp.Or(unquote(reason), unquote(status)); finish != "" {
+		m.res.finish = finish
 	}
 	return output
 }
