@@ -61,6 +61,7 @@ type Metrics struct {
 	ttftDiff      *prometheus.HistogramVec
 	skipped       *prometheus.CounterVec
 	inFlight      *prometheus.GaugeVec
+	buffered      prometheus.Gauge
 }
 
 func nativeHistogram(name, help string, labels ...string) *prometheus.HistogramVec {
@@ -120,12 +121,16 @@ func New(reg prometheus.Registerer, classes []string, infos []Info, version, rev
 			LabelClass),
 		skipped: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: MetricMirrorSkipped,
-			Help: "Requests on mirrored paths that were not mirrored, by reason: overloaded (sampled, but an arm was at its in-flight limit, so neither got it), body_too_large, invalid_body, unsupported.",
+			Help: "Requests on mirrored paths that were not mirrored, by reason: overloaded (sampled, but an arm was at its in-flight limit, so neither got it), body_too_large, invalid_body, unsupported, over_budget (TANDEM_MAX_BUFFERED_BYTES spent: sent to production unmeasured).",
 		}, []string{LabelReason}),
 		inFlight: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: MetricShadowInFlight,
 			Help: "Mirrored requests currently in flight to an arm.",
 		}, []string{LabelConfig}),
+		buffered: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: MetricBufferedBytes,
+			Help: "Bytes tandem holds for measurement now (request bodies, their prompts, mirrored bodies, partial stream frames), bounded by TANDEM_MAX_BUFFERED_BYTES.",
+		}),
 	}
 	configInfo := prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: MetricConfigInfo,
@@ -138,7 +143,7 @@ func New(reg prometheus.Registerer, classes []string, infos []Info, version, rev
 
 	reg.MustRegister(m.ttft, m.interToken, m.duration, m.requests, m.outputTokens,
 		m.promptTokens, m.cachedTokens, m.estimated, m.pairs, m.tokenMismatch,
-		m.ttftDiff, m.skipped, m.inFlight, configInfo, buildInfo)
+		m.ttftDiff, m.skipped, m.inFlight, m.buffered, configInfo, buildInfo)
 
 	configs := []string{ConfigProduction}
 	for _, in := range infos {
@@ -244,6 +249,9 @@ func (m *Metrics) MirrorSkipped(reason string) {
 func (m *Metrics) ShadowInFlight(config string) prometheus.Gauge {
 	return m.inFlight.WithLabelValues(config)
 }
+
+// BufferedBytes is the gauge of bytes held for measurement.
+func (m *Metrics) BufferedBytes() prometheus.Gauge { return m.buffered }
 
 // BuildRevision returns the VCS revision the binary was built from, or
 // "unknown".

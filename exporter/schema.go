@@ -33,10 +33,11 @@ const (
 	OutcomeTimeout    = "timeout"    // the shadow timeout expired first
 	OutcomeCanceled   = "canceled"   // the client went away or tandem shut down
 	OutcomeIncomplete = "incomplete" // the stream was cut before its end
+	OutcomeTruncated  = "truncated"  // tandem cut a shadow over its read limits (TANDEM_SHADOW_MAX_RESPONSE_BYTES, TANDEM_SHADOW_READ_RATE)
 )
 
 // Outcomes lists every outcome label value.
-var Outcomes = []string{OutcomeCompleted, OutcomeError, OutcomeTimeout, OutcomeCanceled, OutcomeIncomplete}
+var Outcomes = []string{OutcomeCompleted, OutcomeError, OutcomeTimeout, OutcomeCanceled, OutcomeIncomplete, OutcomeTruncated}
 
 // Values of the result label of tandem_pairs_total.
 const (
@@ -55,10 +56,11 @@ const (
 	SkipBodyTooLarge = "body_too_large" // body over TANDEM_MIRROR_MAX_BODY_BYTES
 	SkipInvalidBody  = "invalid_body"   // body is not a JSON object with messages, input or prompt of a supported shape
 	SkipUnsupported  = "unsupported"    // mirrored path, but a method or content type tandem does not mirror
+	SkipOverBudget   = "over_budget"    // TANDEM_MAX_BUFFERED_BYTES was spent; the request went to production unmeasured
 )
 
 // SkipReasons lists every skip reason label value.
-var SkipReasons = []string{SkipOverloaded, SkipBodyTooLarge, SkipInvalidBody, SkipUnsupported}
+var SkipReasons = []string{SkipOverloaded, SkipBodyTooLarge, SkipInvalidBody, SkipUnsupported, SkipOverBudget}
 
 // Label names.
 const (
@@ -85,6 +87,7 @@ const (
 	MetricTTFTDifference           = "tandem_ttft_difference_seconds"
 	MetricMirrorSkipped            = "tandem_mirror_skipped_total"
 	MetricShadowInFlight           = "tandem_shadow_in_flight"
+	MetricBufferedBytes            = "tandem_buffered_bytes"
 	MetricConfigInfo               = "tandem_config_info"
 	MetricBuildInfo                = "tandem_build_info"
 )

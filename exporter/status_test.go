@@ -183,7 +183,7 @@ func TestStatusNumbersMatchHistogramsAndInputs(t *testing.T) {
 	if got, want := value(t, "TTFT difference p50", fresh.TTFTDifferenceP50Seconds), exporter.NativeQuantile(diff, 0.5); got != want {
 		t.Errorf("TTFT difference p50 = %v, want %v", got, want)
 	}
-	wantSkipped := map[string]float64{exporter.SkipOverloaded: 4, exporter.SkipInvalidBody: 1, exporter.SkipBodyTooLarge: 0, exporter.SkipUnsupported: 0}
+	wantSkipped := map[string]float64{exporter.SkipOverloaded: 4, exporter.SkipInvalidBody: 1, exporter.SkipBodyTooLarge: 0, exporter.SkipUnsupported: 0, exporter.SkipOverBudget: 0}
 	if !mapsEqual(st.MirrorSkipped, wantSkipped) {
 		t.Errorf("skipped = %v, want %v", st.MirrorSkipped, wantSkipped)
 	}

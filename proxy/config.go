@@ -8,8 +8,10 @@ import (
 	"reflect"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/sethvargo/go-envconfig"
+	"golang.org/x/net/http/httpguts"
 
 	"github.com/kestrelops/tandem/exporter"
 	"github.com/kestrelops/tandem/proxy/classify"
@@ -38,9 +40,12 @@ type Config struct {
 	SampleBy        string  `env:"SAMPLE_BY, default=conversation" doc:"conversation (whole conversations, decided on a hash of the conversation key) or request."`
 	SampleKeyHeader string  `env:"SAMPLE_KEY_HEADER" doc:"Request header holding the conversation key; without it the key comes from the messages up to the first user message."`
 
-	ShadowTimeout      time.Duration `env:"SHADOW_TIMEOUT, default=120s" doc:"Deadline of one mirrored request on an arm."`
-	ShadowMaxInFlight  int           `env:"SHADOW_MAX_IN_FLIGHT, default=64" doc:"Mirrored requests in flight per arm; when either arm is full neither gets the request (skipped as overloaded)."`
-	MirrorMaxBodyBytes int64         `env:"MIRROR_MAX_BODY_BYTES, default=4194304" doc:"Largest request body mirrored; larger bodies go to production untouched and are not mirrored."`
+	ShadowTimeout          time.Duration `env:"SHADOW_TIMEOUT, default=120s" doc:"Deadline of one mirrored request on an arm."`
+	ShadowMaxInFlight      int           `env:"SHADOW_MAX_IN_FLIGHT, default=64" doc:"Mirrored requests in flight per arm; when either arm is full neither gets the request (skipped as overloaded)."`
+	ShadowMaxResponseBytes int64         `env:"SHADOW_MAX_RESPONSE_BYTES, default=33554432" doc:"Most tandem reads of one arm's response; a longer one is cut and counted as truncated."`
+	ShadowReadRate         int64         `env:"SHADOW_READ_RATE, default=67108864" doc:"Bytes per second tandem reads from both arms together (bursts of one second allowed); a shadow read beyond it is cut and counted as truncated, so the arms can never take production's CPU."`
+	MirrorMaxBodyBytes     int64         `env:"MIRROR_MAX_BODY_BYTES, default=4194304" doc:"Largest request body mirrored; larger bodies go to production untouched and are not mirrored."`
+	MaxBufferedBytes       int64         `env:"MAX_BUFFERED_BYTES, default=134217728" doc:"Every byte tandem holds for measurement (request bodies, their prompts, mirrored bodies, partial stream frames) counts against this budget; when it is spent, requests still go to production untouched, unmeasured (skipped as over_budget)."`
 
 	RecordPath     string `env:"RECORD_PATH" doc:"When set, one JSON line per measured request is appended here (no prompt text)."`
 	RecordMaxBytes int64  `env:"RECORD_MAX_BYTES, default=104857600" doc:"Size at which the record file is rotated."`
@@ -54,7 +59,9 @@ type Config struct {
 	ClassHeader        string        `env:"CLASS_HEADER" doc:"Request header whose value becomes the class when it is in TANDEM_EXTRA_CLASSES."`
 	ExtraClasses       []string      `env:"EXTRA_CLASSES" doc:"Comma-separated classes allowed through TANDEM_CLASS_HEADER."`
 
-	ShutdownGrace time.Duration `env:"SHUTDOWN_GRACE, default=30s" doc:"On SIGTERM, how long in-flight production requests may take to finish."`
+	IdleTimeout     time.Duration `env:"IDLE_TIMEOUT, default=75s" doc:"How long an idle client keep-alive connection is kept (nginx's keepalive_timeout)."`
+	BodyReadTimeout time.Duration `env:"BODY_READ_TIMEOUT, default=60s" doc:"Longest wait for the next bytes of a client's request body (nginx's client_body_timeout); the client then gets 408."`
+	ShutdownGrace   time.Duration `env:"SHUTDOWN_GRACE, default=30s" doc:"On SIGTERM, how long in-flight production requests may take to finish; streams and upgraded connections still open then are cut."`
 }
 
 // Secret is a credential: it prints as [redacted].
@@ -97,7 +104,8 @@ func nameVariable(err error) error {
 	return err
 }
 
-// Validate checks every setting and names the first invalid variable.
+// Validate checks every setting and names the first invalid variable. Every
+// number has an upper bound the code can honour.
 func (c Config) Validate() error {
 	if err := checkAddr("LISTEN_ADDR", c.ListenAddr); err != nil {
 		return err
@@ -119,41 +127,71 @@ func (c Config) Validate() error {
 		}
 		return invalid("B_URL", "must be set when TANDEM_A_URL is set (set both arms or neither)")
 	}
+	for _, k := range []struct {
+		name  string
+		value Secret
+	}{{"A_API_KEY", c.AAPIKey}, {"B_API_KEY", c.BAPIKey}} {
+		if err := checkKey(k.name, string(k.value)); err != nil {
+			return err
+		}
+	}
+	for _, v := range []struct{ name, value string }{
+		{"A_MODEL", c.AModel}, {"B_MODEL", c.BModel}, {"A_NAME", c.AName}, {"B_NAME", c.BName},
+	} {
+		if err := checkPrintable(v.name, v.value); err != nil {
+			return err
+		}
+	}
+	for _, h := range []struct{ name, value string }{{"SAMPLE_KEY_HEADER", c.SampleKeyHeader}, {"CLASS_HEADER", c.ClassHeader}} {
+		if h.value != "" && !validHeaderName(h.value) {
+			return invalid(h.name, "must be an HTTP header name, got %q", h.value)
+		}
+	}
 	if !(c.SampleRate >= 0 && c.SampleRate <= 1) { // NaN fails too
 		return invalid("SAMPLE_RATE", "must be between 0 and 1, got %g", c.SampleRate)
 	}
 	if c.SampleBy != "conversation" && c.SampleBy != "request" {
 		return invalid("SAMPLE_BY", "must be conversation or request, got %q", c.SampleBy)
 	}
-	if c.ShadowTimeout <= 0 {
-		return invalid("SHADOW_TIMEOUT", "must be positive, got %s", c.ShadowTimeout)
-	}
-	if c.ShadowMaxInFlight < 1 {
-		return invalid("SHADOW_MAX_IN_FLIGHT", "must be at least 1, got %d", c.ShadowMaxInFlight)
-	}
-	if c.MirrorMaxBodyBytes < 1 {
-		return invalid("MIRROR_MAX_BODY_BYTES", "must be at least 1, got %d", c.MirrorMaxBodyBytes)
-	}
-	if c.RecordMaxBytes < 1024 {
-		return invalid("RECORD_MAX_BYTES", "must be at least 1024, got %d", c.RecordMaxBytes)
-	}
-	if c.RecordMaxFiles < 0 {
-		return invalid("RECORD_MAX_FILES", "must not be negative, got %d", c.RecordMaxFiles)
-	}
-	if c.PrefixChunkBytes < 1 || c.PrefixChunkBytes > 1<<20 {
-		return invalid("PREFIX_CHUNK_BYTES", "must be between 1 and 1048576, got %d", c.PrefixChunkBytes)
-	}
-	if c.PrefixIndexEntries < 1 {
-		return invalid("PREFIX_INDEX_ENTRIES", "must be at least 1, got %d", c.PrefixIndexEntries)
-	}
-	if c.PrefixTTL <= 0 {
-		return invalid("PREFIX_TTL", "must be positive, got %s", c.PrefixTTL)
-	}
 	if !(c.RepeatMinFraction > 0 && c.RepeatMinFraction <= 1) { // NaN fails too
 		return invalid("REPEAT_MIN_FRACTION", "must be greater than 0 and at most 1, got %g", c.RepeatMinFraction)
 	}
-	if c.RepeatMinBytes < 0 {
-		return invalid("REPEAT_MIN_BYTES", "must not be negative, got %d", c.RepeatMinBytes)
+	for _, r := range []struct {
+		name          string
+		value, lo, hi int64
+	}{
+		{"SHADOW_MAX_IN_FLIGHT", int64(c.ShadowMaxInFlight), 1, 100_000},
+		{"SHADOW_MAX_RESPONSE_BYTES", c.ShadowMaxResponseBytes, 1 << 10, 1 << 30},
+		{"SHADOW_READ_RATE", c.ShadowReadRate, 1 << 20, 1 << 34},
+		{"MIRROR_MAX_BODY_BYTES", c.MirrorMaxBodyBytes, 1, 1 << 30},
+		{"MAX_BUFFERED_BYTES", c.MaxBufferedBytes, 1 << 20, 1 << 36},
+		{"RECORD_MAX_BYTES", c.RecordMaxBytes, 1 << 10, 1 << 40},
+		{"RECORD_MAX_FILES", int64(c.RecordMaxFiles), 0, 1000},
+		{"PREFIX_CHUNK_BYTES", int64(c.PrefixChunkBytes), 1, 1 << 20},
+		{"PREFIX_INDEX_ENTRIES", int64(c.PrefixIndexEntries), 1, 10_000_000},
+		{"REPEAT_MIN_BYTES", int64(c.RepeatMinBytes), 0, 1 << 30},
+	} {
+		if r.value < r.lo || r.value > r.hi {
+			return invalid(r.name, "must be between %d and %d, got %d", r.lo, r.hi, r.value)
+		}
+	}
+	if 2*c.MirrorMaxBodyBytes > c.MaxBufferedBytes {
+		return invalid("MIRROR_MAX_BODY_BYTES", "must be at most half of TANDEM_MAX_BUFFERED_BYTES (%d): a mirrored body is held with its prompt, got %d",
+			c.MaxBufferedBytes, c.MirrorMaxBodyBytes)
+	}
+	for _, d := range []struct {
+		name          string
+		value, lo, hi time.Duration
+	}{
+		{"SHADOW_TIMEOUT", c.ShadowTimeout, time.Millisecond, 24 * time.Hour},
+		{"PREFIX_TTL", c.PrefixTTL, time.Second, 7 * 24 * time.Hour},
+		{"IDLE_TIMEOUT", c.IdleTimeout, time.Second, 24 * time.Hour},
+		{"BODY_READ_TIMEOUT", c.BodyReadTimeout, time.Second, time.Hour},
+		{"SHUTDOWN_GRACE", c.ShutdownGrace, 0, time.Hour},
+	} {
+		if d.value < d.lo || d.value > d.hi {
+			return invalid(d.name, "must be between %s and %s, got %s", d.lo, d.hi, d.value)
+		}
 	}
 	if len(c.ExtraClasses) > maxExtraClasses {
 		return invalid("EXTRA_CLASSES", "allows at most %d classes, got %d", maxExtraClasses, len(c.ExtraClasses))
@@ -168,9 +206,6 @@ func (c Config) Validate() error {
 	}
 	if len(c.ExtraClasses) > 0 && c.ClassHeader == "" {
 		return invalid("CLASS_HEADER", "must be set when TANDEM_EXTRA_CLASSES is set")
-	}
-	if c.ShutdownGrace < 0 {
-		return invalid("SHUTDOWN_GRACE", "must not be negative, got %s", c.ShutdownGrace)
 	}
 	return nil
 }
@@ -230,6 +265,45 @@ func redactURL(raw string) string {
 		}
 	}
 	return raw
+}
+
+// checkKey rejects what an HTTP header value cannot carry, such as the
+// trailing newline of a key read from a file.
+func checkKey(name, key string) error {
+	for i := 0; i < len(key); i++ {
+		if c := key[i]; c < 0x20 || c == 0x7f || c == ' ' {
+			return invalid(name, "must not contain spaces or control characters (byte %d is %q); a key read from a file often ends in a newline", i, c)
+		}
+	}
+	if len(key) > 4096 {
+		return invalid(name, "must be at most 4096 bytes, got %d", len(key))
+	}
+	return nil
+}
+
+// checkPrintable bounds a value that becomes a label or a JSON string.
+func checkPrintable(name, v string) error {
+	if len(v) > 256 {
+		return invalid(name, "must be at most 256 bytes, got %d", len(v))
+	}
+	for _, r := range v {
+		if r < 0x20 || r == 0x7f || r == utf8.RuneError {
+			return invalid(name, "must be printable UTF-8, got %q", v)
+		}
+	}
+	return nil
+}
+
+func validHeaderName(s string) bool {
+	if len(s) > 256 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if !httpguts.IsTokenRune(rune(s[i])) {
+			return false
+		}
+	}
+	return len(s) > 0
 }
 
 func validClassName(s string) bool {

@@ -34,22 +34,57 @@ func (s *Server) takeSlots() bool {
 	return true
 }
 
+func (s *Server) releaseSlots() {
+	for _, arm := range s.arms {
+		<-arm.slots
+	}
+}
+
+// shadowBodies rewrites body for each arm (arms sharing a model share the
+// bytes) and holds them in the budget. When the budget is spent it counts
+// the request as over_budget and returns a nil hold.
+func (s *Server) shadowBodies(api sse.API, body []byte) ([][]byte, *held) {
+	bodies := make([][]byte, len(s.arms))
+	byModel := map[string][]byte{}
+	var size int64
+	for i, arm := range s.arms {
+		b, ok := byModel[arm.model]
+		if !ok {
+			var err error
+			if b, err = rewriteBody(api, body, arm.model); err != nil {
+				// The body parsed as a prompt, so this cannot happen short of a bug.
+				s.log.Error("building mirrored request", "config", arm.config, "err", err)
+				return nil, nil
+			}
+			byModel[arm.model] = b
+			size += int64(len(b))
+		}
+		bodies[i] = b
+	}
+	if !s.budget.take(size) {
+		s.skip(exporter.SkipOverBudget)
+		return nil, nil
+	}
+	return bodies, s.budget.hold(size, 1)
+}
+
 // startMirror sends the request to the arms, whose slots the caller took.
 // The shadows run in their own goroutine; the caller never waits for them.
-func (s *Server) startMirror(api sse.API, in *url.URL, class string, body []byte) {
+func (s *Server) startMirror(api sse.API, in *url.URL, class string, bodies [][]byte, hold *held) {
 	for _, arm := range s.arms {
 		s.metrics.ShadowInFlight(arm.config).Inc()
 	}
 	s.background.Add(1)
 	go func() {
 		defer s.background.Done()
+		defer hold.done()
 		defer func() {
 			for _, arm := range s.arms {
 				s.metrics.ShadowInFlight(arm.config).Dec()
 				<-arm.slots
 			}
 		}()
-		s.mirror(api, in, class, body)
+		s.mirror(api, in, class, bodies)
 	}()
 }
 
@@ -57,28 +92,20 @@ func (s *Server) startMirror(api sse.API, in *url.URL, class string, body []byte
 type shadowResult struct {
 	start time.Time
 	obs   exporter.Observation
+	// failure says why the arm did not complete, for tandem's log.
+	failure string
 }
 
 // mirror sends the request to every arm at the same moment, measures each,
 // and records the pair.
-func (s *Server) mirror(api sse.API, in *url.URL, class string, body []byte) {
+func (s *Server) mirror(api sse.API, in *url.URL, class string, bodies [][]byte) {
 	ctx, cancel := context.WithTimeout(s.shadowCtx, s.cfg.ShadowTimeout)
 	defer cancel()
 
 	reqs := make([]*http.Request, len(s.arms))
-	bodies := map[string][]byte{} // by model: arms sharing a model share the body
 	for i, arm := range s.arms {
 		var err error
-		shadowBody, ok := bodies[arm.model]
-		if !ok {
-			shadowBody, err = rewriteBody(api, body, arm.model)
-			bodies[arm.model] = shadowBody
-		}
-		if err == nil {
-			reqs[i], err = arm.shadowRequest(ctx, in, shadowBody)
-		}
-		if err != nil {
-			// The body parsed as a prompt, so this cannot happen short of a bug.
+		if reqs[i], err = arm.shadowRequest(ctx, in, bodies[i]); err != nil {
 			s.log.Error("building mirrored request", "config", arm.config, "err", err)
 			return
 		}
@@ -91,7 +118,7 @@ func (s *Server) mirror(api sse.API, in *url.URL, class string, body []byte) {
 		go func() {
 			defer func() { done <- struct{}{} }()
 			<-gate
-			results[i] = arm.measureShadow(api, reqs[i])
+			results[i] = s.measureShadow(arm, api, reqs[i])
 		}()
 	}
 	close(gate)
@@ -102,6 +129,9 @@ func (s *Server) mirror(api sse.API, in *url.URL, class string, body []byte) {
 	pairID := fmt.Sprintf("%016x", rand.Uint64())
 	for i, arm := range s.arms {
 		s.observe(arm.config, class, pairID, results[i].start, results[i].obs)
+		if results[i].obs.Outcome != exporter.OutcomeCompleted {
+			s.armFailures[arm.config].note(results[i].failure, time.Now())
+		}
 	}
 	s.metrics.ObservePair(class, results[0].obs, results[1].obs)
 }
@@ -139,28 +169,56 @@ func shadowQuery(in url.Values) string {
 	return out.Encode()
 }
 
-// measureShadow sends req and reads the whole response, measuring it; the
-// response is discarded.
-func (u *upstream) measureShadow(api sse.API, req *http.Request) shadowResult {
+// measureShadow sends req to arm and reads the whole response, measuring
+// it; the response is discarded. It reads at most ShadowMaxResponseBytes,
+// and only while the arms together stay within ShadowReadRate: a shadow
+// beyond either is cut and counted as truncated.
+func (s *Server) measureShadow(arm *upstream, api sse.API, req *http.Request) shadowResult {
 	var res shadowResult
 	m := newMeasurement(api, func(start time.Time, o exporter.Observation) {
 		res.start, res.obs = start, o
 	})
-	resp, err := m.handOff(u.transport, req)
+	resp, err := m.handOff(arm.transport, req)
 	if err != nil {
+		res.failure = failureOfError(req.Context(), err)
 		return res
 	}
-	io.Copy(io.Discard, io.LimitReader(resp.Body, maxShadowResponseBytes))
+	switch {
+	case resp.StatusCode < 200 || resp.StatusCode > 299:
+		res.failure = fmt.Sprintf("HTTP %d", resp.StatusCode)
+	case hasContentEncoding(resp.Header):
+		res.failure = "compressed response (not measured)"
+	}
+	buf := copyBuffers.Get().(*[]byte)
+	defer copyBuffers.Put(buf)
+	var total int64
+	for {
+		n, err := resp.Body.Read(*buf)
+		total += int64(n)
+		if n > 0 && (total > s.cfg.ShadowMaxResponseBytes || !s.shadowRate.take(n)) {
+			m.done(exporter.OutcomeTruncated, time.Now())
+			res.failure = "truncated: over TANDEM_SHADOW_MAX_RESPONSE_BYTES or TANDEM_SHADOW_READ_RATE"
+			break
+		}
+		if err != nil {
+			if err != io.EOF && res.failure == "" {
+				res.failure = failureOfError(req.Context(), err)
+			}
+			break
+		}
+	}
 	resp.Body.Close()
 	// An arm that compressed its response anyway was not measured; the
 	// pair still needs its outcome.
 	m.done(exporter.OutcomeError, time.Now())
+	if res.failure == "" {
+		res.failure = res.obs.Outcome
+		if res.obs.Outcome == exporter.OutcomeError {
+			res.failure = "error reported in the response body"
+		}
+	}
 	return res
 }
-
-// maxShadowResponseBytes bounds what tandem reads of one shadow response; a
-// longer one is cut and counted as canceled.
-const maxShadowResponseBytes = 64 << 20
 
 // rewriteBody returns the body sent to an arm: stream on, usage requested
 // (chat and completions), model replaced when set. Other fields pass as they

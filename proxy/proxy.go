@@ -41,6 +41,10 @@ type Server struct {
 	sampler      *classify.Sampler
 	allowedClass map[string]bool
 
+	budget      *byteBudget // bytes held for measurement
+	shadowRate  *rateBudget // bytes per second read from the arms
+	armFailures map[string]*failureLog
+
 	shadowCtx   context.Context
 	stopShadows context.CancelFunc
 	// background counts classification, mirroring and measurement work
@@ -53,7 +57,10 @@ func New(cfg Config, m *exporter.Metrics, records *record.Writer, log *slog.Logg
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, metrics: m, records: records, log: log, allowedClass: map[string]bool{}}
+	s := &Server{cfg: cfg, metrics: m, records: records, log: log, allowedClass: map[string]bool{},
+		budget:      newByteBudget(cfg.MaxBufferedBytes, m.BufferedBytes()),
+		shadowRate:  newRateBudget(cfg.ShadowReadRate, time.Now),
+		armFailures: map[string]*failureLog{}}
 	var err error
 	if s.primary, err = newUpstream(exporter.ConfigProduction, cfg.PrimaryURL, "", "", 0); err != nil {
 		return nil, err
@@ -68,6 +75,9 @@ func New(cfg Config, m *exporter.Metrics, records *record.Writer, log *slog.Logg
 			return nil, err
 		}
 		s.arms = []*upstream{a, b}
+		for _, arm := range s.arms {
+			s.armFailures[arm.config] = newFailureLog(log, arm.config)
+		}
 	}
 	for _, c := range cfg.ExtraClasses {
 		s.allowedClass[c] = true
@@ -82,9 +92,12 @@ func New(cfg Config, m *exporter.Metrics, records *record.Writer, log *slog.Logg
 	s.shadowCtx, s.stopShadows = context.WithCancel(context.Background())
 	s.reverse = &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
+			// ReverseProxy drops query parameters it cannot parse (a=1;b=2,
+			// %zz); production gets the client's query as sent.
+			pr.Out.URL.RawQuery = pr.In.URL.RawQuery
 			pr.SetURL(s.primary.url)
 			// Rewrite drops forwarding headers; production gets the client's own.
-			for _, h := range []string{"X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto"} {
+			for _, h := range []string{"Forwarded", "X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto"} {
 				if v, ok := pr.In.Header[h]; ok {
 					pr.Out.Header[h] = v
 				}
@@ -130,6 +143,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.ContentLength > 0 {
 		http.NewResponseController(w).EnableFullDuplex()
 	}
+	if r.Body != nil && r.Body != http.NoBody {
+		r.Body = &clientBody{ReadCloser: r.Body, w: w, timeout: s.cfg.BodyReadTimeout}
+	}
 	api, llm := sse.APIForPath(r.URL.Path)
 	if !llm {
 		s.reverse.ServeHTTP(w, r)
@@ -140,15 +156,17 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.reverse.ServeHTTP(w, r)
 		return
 	}
-	body, whole, err := s.readBody(r)
-	if !whole || err != nil {
-		// Too large or unreadable: production gets every byte, untouched.
-		if err == nil {
-			s.skip(exporter.SkipBodyTooLarge)
+	body, hold, skip := s.readBody(r)
+	if hold == nil {
+		// Too large, over budget or unreadable: production gets every
+		// byte, untouched, and the request is not measured.
+		if skip != "" {
+			s.skip(skip)
 		}
 		s.reverse.ServeHTTP(w, r)
 		return
 	}
+	defer hold.done()
 	// Classifying and mirroring run beside production: the production
 	// request leaves as soon as its body is read.
 	class := make(chan string, 1)
@@ -157,6 +175,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.background.Add(1)
 	go func() {
 		defer s.background.Done()
+		defer hold.done()
 		class <- s.classifyAndMirror(api, &in, classHeader, keyHeader, body)
 	}()
 
@@ -181,10 +200,23 @@ func (s *Server) classifyAndMirror(api sse.API, in *url.URL, classHeader, keyHea
 		s.skip(exporter.SkipInvalidBody)
 		return ""
 	}
+	// The body's hold covers a prompt as long as the body; a longer one
+	// (numbers written shorter than their canonical form) takes the rest.
+	if extra := int64(len(prompt.Text) - len(body)); extra > 0 {
+		if !s.budget.take(extra) {
+			s.skip(exporter.SkipOverBudget)
+			return ""
+		}
+		defer s.budget.give(extra)
+	}
 	prodClass, _ := s.prodIndex.Classify(prompt.Text)
 	if len(s.arms) > 0 && s.sampler.Sampled(keyHeader, prompt) && s.takeSlots() {
-		mirrorClass, _ := s.mirrorIndex.Classify(prompt.Text)
-		s.startMirror(api, in, classify.ClassFor(classHeader, s.allowedClass, mirrorClass), body)
+		if bodies, hold := s.shadowBodies(api, body); hold != nil {
+			mirrorClass, _ := s.mirrorIndex.Classify(prompt.Text)
+			s.startMirror(api, in, classify.ClassFor(classHeader, s.allowedClass, mirrorClass), bodies, hold)
+		} else {
+			s.releaseSlots()
+		}
 	}
 	return classify.ClassFor(classHeader, s.allowedClass, prodClass)
 }
@@ -196,22 +228,57 @@ func headerValue(r *http.Request, name string) string {
 	return r.Header.Get(name)
 }
 
-// readBody reads a mirrorable body of at most MirrorMaxBodyBytes. When the
-// body is larger (whole is false) or reading fails, r.Body is replaced by a
-// reader that yields every byte again, followed by the rest or the error.
-func (s *Server) readBody(r *http.Request) (body []byte, whole bool, err error) {
+// readBody reads a mirrorable body of at most MirrorMaxBodyBytes whole,
+// holding twice its size in the budget (the body, then its prompt), and
+// returns the hold, which has two owners: the production request and its
+// classification. When it cannot (skip names why, or is empty for a failed
+// read), hold is nil and r.Body is replaced by a reader that yields every
+// byte again, followed by the rest or the error.
+func (s *Server) readBody(r *http.Request) (body []byte, hold *held, skip string) {
 	limit := s.cfg.MirrorMaxBodyBytes
 	if r.ContentLength > limit {
-		return nil, false, nil
+		return nil, nil, exporter.SkipBodyTooLarge
 	}
-	body, err = io.ReadAll(io.LimitReader(r.Body, limit+1))
-	if err != nil || int64(len(body)) > limit {
+	var taken int64
+	if r.ContentLength >= 0 {
+		// One allocation, one larger than the body, to see its end.
+		if !s.budget.take(2 * (r.ContentLength + 1)) {
+			return nil, nil, exporter.SkipOverBudget
+		}
+		taken = 2 * (r.ContentLength + 1)
+		body = make([]byte, 0, r.ContentLength+1)
+	}
+	replay := func(err error) {
 		r.Body = replayBody{Reader: io.MultiReader(bytes.NewReader(body), readerOrError(r.Body, err)), Closer: r.Body}
-		return nil, false, err
+		s.budget.give(taken)
+	}
+	for {
+		if len(body) == cap(body) {
+			grow := min(max(int64(cap(body)), 32<<10), limit+1-int64(cap(body)))
+			if !s.budget.take(2 * grow) {
+				replay(nil)
+				return nil, nil, exporter.SkipOverBudget
+			}
+			taken += 2 * grow
+			body = append(make([]byte, 0, int64(cap(body))+grow), body...)
+		}
+		n, err := r.Body.Read(body[len(body):cap(body)])
+		body = body[:len(body)+n]
+		if int64(len(body)) > limit {
+			replay(err)
+			return nil, nil, exporter.SkipBodyTooLarge
+		}
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			replay(err)
+			return nil, nil, ""
+		}
 	}
 	r.Body.Close()
 	r.Body = io.NopCloser(bytes.NewReader(body))
-	return body, true, nil
+	return body, s.budget.hold(taken, 2), ""
 }
 
 type replayBody struct {
@@ -220,7 +287,7 @@ type replayBody struct {
 }
 
 func readerOrError(rest io.Reader, err error) io.Reader {
-	if err != nil {
+	if err != nil && err != io.EOF {
 		return errReader{err}
 	}
 	return rest
@@ -230,22 +297,89 @@ type errReader struct{ err error }
 
 func (e errReader) Read([]byte) (int, error) { return 0, e.err }
 
+// clientBody is a client's request body as tandem and production read it.
+// Each read waits at most timeout for the next bytes (nginx's
+// client_body_timeout), and a failed read is remembered, so that production's
+// failure to get the body is answered as the client's fault.
+type clientBody struct {
+	io.ReadCloser
+	w       http.ResponseWriter
+	timeout time.Duration
+
+	mu  sync.Mutex
+	err error // the first read error other than io.EOF
+}
+
+func (b *clientBody) Read(p []byte) (int, error) {
+	rc := http.NewResponseController(b.w)
+	rc.SetReadDeadline(time.Now().Add(b.timeout))
+	n, err := b.ReadCloser.Read(p)
+	if err != nil {
+		// Once the body has ended, Go's server reads ahead on the
+		// connection to notice a client that goes away: no deadline then.
+		rc.SetReadDeadline(time.Time{})
+		if err != io.EOF {
+			b.mu.Lock()
+			if b.err == nil {
+				b.err = err
+			}
+			b.mu.Unlock()
+		}
+	}
+	return n, err
+}
+
+func (b *clientBody) failure() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.err
+}
+
+// clientBodyOf finds the clientBody under r.Body, if any.
+func clientBodyOf(r *http.Request) *clientBody {
+	switch b := r.Body.(type) {
+	case *clientBody:
+		return b
+	case replayBody:
+		cb, _ := b.Closer.(*clientBody)
+		return cb
+	}
+	return nil
+}
+
 func hasContentEncoding(h http.Header) bool {
 	ce := h.Get("Content-Encoding")
 	return ce != "" && ce != "identity"
 }
 
 func (s *Server) skip(reason string) {
-	if len(s.arms) > 0 {
+	if len(s.arms) > 0 || reason == exporter.SkipOverBudget {
 		s.metrics.MirrorSkipped(reason)
 	}
 }
 
-// productionError answers a failed production round trip. A client that went
-// away gets nothing; otherwise a 502 that says what failed.
+// productionError answers a failed production round trip. A client whose
+// request body failed gets a 4xx; a client that went away, or half-closed,
+// gets its connection closed (never an empty 200); otherwise a 502 that says
+// what failed.
 func (s *Server) productionError(w http.ResponseWriter, r *http.Request, err error) {
-	if errors.Is(r.Context().Err(), context.Canceled) {
-		return
+	if cb := clientBodyOf(r); cb != nil {
+		if bodyErr := cb.failure(); bodyErr != nil {
+			status := http.StatusBadRequest
+			if ne, ok := errors.AsType[net.Error](bodyErr); ok && ne.Timeout() {
+				status = http.StatusRequestTimeout
+			}
+			s.log.Debug("client request body failed", "path", r.URL.Path, "err", bodyErr)
+			w.Header().Set("Content-Type", "application/json")
+			w.Header().Set("Connection", "close")
+			w.WriteHeader(status)
+			fmt.Fprintf(w, `{"error":{"message":%q,"type":"tandem_client_error"}}`+"\n",
+				"tandem: the request body could not be read: "+http.StatusText(status))
+			return
+		}
+	}
+	if r.Context().Err() != nil {
+		panic(http.ErrAbortHandler)
 	}
 	s.log.Warn("production request failed", "path", r.URL.Path, "err", err)
 	w.Header().Set("Content-Type", "application/json")

@@ -236,6 +236,9 @@ func TestHostileLabelValuesCreateNoSeries(t *testing.T) {
 		exporter.LabelReason:  exporter.SkipReasons,
 	}
 	for _, s := range after {
+		if strings.HasSuffix(s, "{}") {
+			continue
+		}
 		for _, label := range strings.Split(s[strings.Index(s, "{")+1:len(s)-1], ",") {
 			name, value, _ := strings.Cut(label, "=")
 			if !slices.Contains(allowed[name], value) {

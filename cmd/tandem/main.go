@@ -27,6 +27,15 @@ var commands = map[string]command{
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	// SIGHUP, by default fatal, would cut every stream: tandem has nothing
+	// to reload, so it says so and goes on.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	go func() {
+		for range hup {
+			fmt.Fprintln(os.Stderr, "tandem: SIGHUP ignored (nothing to reload; SIGTERM stops tandem gracefully)")
+		}
+	}()
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)

@@ -67,6 +67,8 @@ func newTally() *tally {
 // phases, and writes the Markdown results table to stdout and progress to
 // stderr.
 func Run(ctx context.Context, c Config, stdout, stderr io.Writer) error {
+	// The tandems under test log to stderr from their own goroutines.
+	stderr = &lockedWriter{w: stderr}
 	if err := c.Validate(); err != nil {
 		return err
 	}
@@ -447,4 +449,16 @@ func memoryOf(v *variant) int64 {
 func machine() string {
 	host, _ := os.Hostname()
 	return fmt.Sprintf("%s %s/%s, %d CPUs, GOMAXPROCS %d, host %s", runtime.Version(), runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.GOMAXPROCS(0), host)
+}
+
+// lockedWriter serialises writes from several goroutines.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"regexp"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -48,7 +49,11 @@ func Run(ctx context.Context, cfg proxy.Config, o Options) error {
 	if reg == nil {
 		reg = prometheus.NewRegistry()
 	}
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	// go_sched_latencies_seconds says when tandem itself was too busy for
+	// its timings to be trusted: a goroutine that waits to run stamps late.
+	reg.MustRegister(collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(
+		collectors.GoRuntimeMetricsRule{Matcher: regexp.MustCompile(`^/sched/latencies:seconds$`)})),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	infos := []exporter.Info{{Config: exporter.ConfigProduction, Name: "production"}}
 	if cfg.Mirroring() {
 		infos = append(infos,
@@ -92,6 +97,10 @@ func Run(ctx context.Context, cfg proxy.Config, o Options) error {
 	if o.Status != nil {
 		status = o.Status(reg)
 	}
+	// Every request's context ends when cutAll is called at the end of the
+	// grace period, which also closes upgraded (websocket) connections.
+	baseCtx, cutAll := context.WithCancel(context.Background())
+	defer cutAll()
 	// handlers counts production requests being served, so that those cut at
 	// the end of the grace period are recorded before the record file closes.
 	var handlers handlerGate
@@ -102,7 +111,11 @@ func Run(ctx context.Context, cfg proxy.Config, o Options) error {
 		}
 		defer handlers.leave()
 		p.ServeHTTP(w, r)
-	}), ReadHeaderTimeout: 30 * time.Second}
+	}),
+		ReadHeaderTimeout: 30 * time.Second,
+		IdleTimeout:       cfg.IdleTimeout,
+		BaseContext:       func(net.Listener) context.Context { return baseCtx },
+	}
 	metricsSrv := &http.Server{Handler: exporter.Handler(reg, ready.Load, status), ReadHeaderTimeout: 10 * time.Second}
 
 	errc := make(chan error, 2)
@@ -114,6 +127,9 @@ func Run(ctx context.Context, cfg proxy.Config, o Options) error {
 	if o.Listening != nil {
 		o.Listening(proxyLn.Addr().String(), metricsLn.Addr().String())
 	}
+	checkCtx, stopCheck := context.WithCancel(ctx)
+	defer stopCheck()
+	go p.CheckArms(checkCtx)
 
 	var serveErr error
 	select {
@@ -124,10 +140,13 @@ func Run(ctx context.Context, cfg proxy.Config, o Options) error {
 	o.Log.Info("tandem shutting down", "grace", cfg.ShutdownGrace)
 	graceCtx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownGrace)
 	defer cancel()
-	if err := proxySrv.Shutdown(graceCtx); err != nil {
-		o.Log.Warn("production requests still in flight at the end of the grace period were cut", "err", err)
+	// Shutdown does not wait for upgraded connections; the handler gate
+	// does, until the grace period ends.
+	if err := proxySrv.Shutdown(graceCtx); err != nil || !handlers.closeAndWaitUntil(graceCtx) {
+		o.Log.Warn("production requests and upgraded connections still open at the end of the grace period were cut")
+		cutAll()
 		proxySrv.Close()
-		handlers.closeAndWait()
+		handlers.closeAndWaitUntil(context.Background())
 	}
 	p.Shutdown()
 	metricsSrv.Close()
@@ -146,7 +165,7 @@ func Run(ctx context.Context, cfg proxy.Config, o Options) error {
 }
 
 // handlerGate counts running handlers. Once closed it turns new ones away, so
-// no handler can start while closeAndWait waits (which a bare WaitGroup
+// no handler can start while closeAndWaitUntil waits (which a bare WaitGroup
 // forbids).
 type handlerGate struct {
 	mu      sync.Mutex
@@ -166,9 +185,21 @@ func (g *handlerGate) enter() bool {
 
 func (g *handlerGate) leave() { g.running.Done() }
 
-func (g *handlerGate) closeAndWait() {
+// closeAndWaitUntil turns new handlers away and waits for the running ones
+// to return; it reports false if ctx ended first.
+func (g *handlerGate) closeAndWaitUntil(ctx context.Context) bool {
 	g.mu.Lock()
 	g.closed = true
 	g.mu.Unlock()
-	g.running.Wait()
+	done := make(chan struct{})
+	go func() {
+		g.running.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }

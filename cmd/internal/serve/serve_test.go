@@ -249,10 +249,10 @@ func TestHandlerGateTurnsAwayHandlersAfterClose(t *testing.T) {
 	}
 	waited := make(chan struct{})
 	go func() {
-		g.closeAndWait()
+		g.closeAndWaitUntil(context.Background())
 		close(waited)
 	}()
-	// closeAndWait must wait for the running handler, and new ones must be
+	// closeAndWaitUntil must wait for the running handler, and new ones must be
 	// turned away meanwhile.
 	for {
 		g.mu.Lock()
@@ -268,7 +268,7 @@ func TestHandlerGateTurnsAwayHandlersAfterClose(t *testing.T) {
 	}
 	select {
 	case <-waited:
-		t.Fatal("closeAndWait returned while a handler was running")
+		t.Fatal("closeAndWaitUntil returned while a handler was running")
 	default:
 	}
 	g.leave()
