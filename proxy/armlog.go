@@ -119,15 +119,16 @@ func (u *upstream) models(ctx context.Context) ([]string, error) {
 		return nil, errors.New("GET /v1/models answered " + resp.Status)
 	}
 	var list struct {
-		Data []struct {
+		Data *[]struct {
 			ID string `json:"id"`
 		} `json:"data"`
 	}
-	if err := json.NewDecoder(io.LimitReader(resp.Body, maxModelsBytes)).Decode(&list); err != nil {
+	if err := json.NewDecoder(io.LimitReader(resp.Body, maxModelsBytes)).Decode(&list); err != nil || list.Data == nil {
 		return nil, errors.New("GET /v1/models: not an OpenAI model list")
 	}
-	ids := make([]string, 0, min(len(list.Data), 20))
-	for _, m := range list.Data[:min(len(list.Data), 20)] {
+	data := *list.Data
+	ids := make([]string, 0, min(len(data), 20))
+	for _, m := range data[:min(len(data), 20)] {
 		ids = append(ids, m.ID)
 	}
 	return ids, nil

@@ -17,6 +17,7 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/kestrelops/tandem/exporter"
@@ -144,7 +145,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.NewResponseController(w).EnableFullDuplex()
 	}
 	if r.Body != nil && r.Body != http.NoBody {
-		r.Body = &clientBody{ReadCloser: r.Body, w: w, timeout: s.cfg.BodyReadTimeout}
+		cb := &clientBody{ReadCloser: r.Body, w: w, timeout: s.cfg.BodyReadTimeout}
+		r = r.WithContext(context.WithValue(r.Context(), clientBodyKey{}, cb))
+		r.Body = cb
 	}
 	api, llm := sse.APIForPath(r.URL.Path)
 	if !llm {
@@ -157,12 +160,14 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	body, hold, skip := s.readBody(r)
+	if err := bodyFailure(r); err != nil {
+		s.clientError(w, r, err)
+		return
+	}
 	if hold == nil {
-		// Too large, over budget or unreadable: production gets every
-		// byte, untouched, and the request is not measured.
-		if skip != "" {
-			s.skip(skip)
-		}
+		// Too large or over budget: production gets every byte,
+		// untouched, and the request is not measured.
+		s.skip(skip)
 		s.reverse.ServeHTTP(w, r)
 		return
 	}
@@ -299,16 +304,16 @@ func (e errReader) Read([]byte) (int, error) { return 0, e.err }
 
 // clientBody is a client's request body as tandem and production read it.
 // Each read waits at most timeout for the next bytes (nginx's
-// client_body_timeout), and a failed read is remembered, so that production's
-// failure to get the body is answered as the client's fault.
+// client_body_timeout), and the first failed read is kept, so that
+// production's failure to get the body is answered as the client's fault.
 type clientBody struct {
 	io.ReadCloser
 	w       http.ResponseWriter
 	timeout time.Duration
-
-	mu  sync.Mutex
-	err error // the first read error other than io.EOF
+	failed  atomic.Pointer[error]
 }
+
+type clientBodyKey struct{}
 
 func (b *clientBody) Read(p []byte) (int, error) {
 	rc := http.NewResponseController(b.w)
@@ -319,32 +324,35 @@ func (b *clientBody) Read(p []byte) (int, error) {
 		// connection to notice a client that goes away: no deadline then.
 		rc.SetReadDeadline(time.Time{})
 		if err != io.EOF {
-			b.mu.Lock()
-			if b.err == nil {
-				b.err = err
-			}
-			b.mu.Unlock()
+			b.failed.CompareAndSwap(nil, &err)
 		}
 	}
 	return n, err
 }
 
-func (b *clientBody) failure() error {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.err
-}
-
-// clientBodyOf finds the clientBody under r.Body, if any.
-func clientBodyOf(r *http.Request) *clientBody {
-	switch b := r.Body.(type) {
-	case *clientBody:
-		return b
-	case replayBody:
-		cb, _ := b.Closer.(*clientBody)
-		return cb
+// bodyFailure returns the error that ended the client's body early, if any.
+func bodyFailure(r *http.Request) error {
+	if cb, ok := r.Context().Value(clientBodyKey{}).(*clientBody); ok {
+		if err := cb.failed.Load(); err != nil {
+			return *err
+		}
 	}
 	return nil
+}
+
+// clientError answers a request whose body could not be read: 408 when it
+// stalled, else 400. Production's part in it is none.
+func (s *Server) clientError(w http.ResponseWriter, r *http.Request, err error) {
+	status := http.StatusBadRequest
+	if ne, ok := errors.AsType[net.Error](err); ok && ne.Timeout() {
+		status = http.StatusRequestTimeout
+	}
+	s.log.Debug("client request body failed", "path", r.URL.Path, "err", err)
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Connection", "close")
+	w.WriteHeader(status)
+	fmt.Fprintf(w, `{"error":{"message":%q,"type":"tandem_client_error"}}`+"\n",
+		"tandem: the request body could not be read: "+http.StatusText(status))
 }
 
 func hasContentEncoding(h http.Header) bool {
@@ -363,20 +371,9 @@ func (s *Server) skip(reason string) {
 // gets its connection closed (never an empty 200); otherwise a 502 that says
 // what failed.
 func (s *Server) productionError(w http.ResponseWriter, r *http.Request, err error) {
-	if cb := clientBodyOf(r); cb != nil {
-		if bodyErr := cb.failure(); bodyErr != nil {
-			status := http.StatusBadRequest
-			if ne, ok := errors.AsType[net.Error](bodyErr); ok && ne.Timeout() {
-				status = http.StatusRequestTimeout
-			}
-			s.log.Debug("client request body failed", "path", r.URL.Path, "err", bodyErr)
-			w.Header().Set("Content-Type", "application/json")
-			w.Header().Set("Connection", "close")
-			w.WriteHeader(status)
-			fmt.Fprintf(w, `{"error":{"message":%q,"type":"tandem_client_error"}}`+"\n",
-				"tandem: the request body could not be read: "+http.StatusText(status))
-			return
-		}
+	if bodyErr := bodyFailure(r); bodyErr != nil {
+		s.clientError(w, r, bodyErr)
+		return
 	}
 	if r.Context().Err() != nil {
 		panic(http.ErrAbortHandler)

@@ -28,11 +28,12 @@ type rig struct {
 	server     *Server
 	front      *httptest.Server
 	reg        *prometheus.Registry
+	logs       *syncBuffer // tandem's log, at debug level
 }
 
 func newRig(t *testing.T, prod, a, b testupstream.Script, env map[string]string) *rig {
 	t.Helper()
-	r := &rig{prod: testupstream.New(prod), a: testupstream.New(a), b: testupstream.New(b), reg: prometheus.NewRegistry()}
+	r := &rig{prod: testupstream.New(prod), a: testupstream.New(a), b: testupstream.New(b), reg: prometheus.NewRegistry(), logs: &syncBuffer{}}
 	vars := map[string]string{
 		"TANDEM_PRIMARY_URL": r.prod.URL,
 		"TANDEM_A_URL":       r.a.URL,
@@ -50,7 +51,7 @@ func newRig(t *testing.T, prod, a, b testupstream.Script, env map[string]string)
 		t.Fatal(err)
 	}
 	m := exporter.New(r.reg, cfg.Classes(), nil, "test", "test")
-	r.server, err = New(cfg, m, nil, slog.New(slog.DiscardHandler))
+	r.server, err = New(cfg, m, nil, slog.New(slog.NewTextHandler(r.logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,12 +1,14 @@
 package serve
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -35,11 +37,16 @@ type running struct {
 
 func start(t *testing.T, prod, a, b *testupstream.Server, grace string) *running {
 	t.Helper()
+	return startWith(t, prod.URL, a, b, grace)
+}
+
+func startWith(t *testing.T, prodURL string, a, b *testupstream.Server, grace string) *running {
+	t.Helper()
 	r := &running{records: filepath.Join(t.TempDir(), "records.jsonl"), done: make(chan error, 1)}
 	cfg, err := proxy.LoadConfig(context.Background(), envconfig.MapLookuper(map[string]string{
 		"TANDEM_LISTEN_ADDR":    "127.0.0.1:0",
 		"TANDEM_METRICS_ADDR":   "127.0.0.1:0",
-		"TANDEM_PRIMARY_URL":    prod.URL,
+		"TANDEM_PRIMARY_URL":    prodURL,
 		"TANDEM_A_URL":          a.URL,
 		"TANDEM_B_URL":          b.URL,
 		"TANDEM_SAMPLE_RATE":    "1",
@@ -273,4 +280,51 @@ func TestHandlerGateTurnsAwayHandlersAfterClose(t *testing.T) {
 	}
 	g.leave()
 	<-waited
+}
+
+// TestShutdownClosesUpgradedConnectionsAfterGrace: an upgraded (websocket)
+// connection is not a request Go's Shutdown waits for; tandem closes it at
+// the end of the grace period and Run returns.
+func TestShutdownClosesUpgradedConnectionsAfterGrace(t *testing.T) {
+	prod := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		conn, brw, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			return
+		}
+		defer conn.Close()
+		brw.WriteString("HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n")
+		brw.Flush()
+		io.Copy(conn, brw) // echo until the other side closes
+	}))
+	defer prod.Close()
+	a, b := testupstream.New(testupstream.Script{}), testupstream.New(testupstream.Script{})
+	t.Cleanup(a.Close)
+	t.Cleanup(b.Close)
+	r := startWith(t, prod.URL, a, b, "1s")
+
+	conn, err := net.Dial("tcp", r.proxyAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	io.WriteString(conn, "GET /ws HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n")
+	br := bufio.NewReader(conn)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil || resp.StatusCode != http.StatusSwitchingProtocols {
+		t.Fatalf("upgrade answered %v, %v", resp, err)
+	}
+	io.WriteString(conn, "ping")
+	echo := make([]byte, 4)
+	if _, err := io.ReadFull(br, echo); err != nil || string(echo) != "ping" {
+		t.Fatalf("echo %q, %v", echo, err)
+	}
+
+	r.cancel()
+	if err := r.stop(t); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, err := br.ReadByte(); err == nil {
+		t.Fatal("the upgraded connection is still open after Run returned")
+	}
 }

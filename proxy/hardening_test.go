@@ -1,0 +1,294 @@
+package proxy
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/kestrelops/tandem/exporter"
+	"github.com/kestrelops/tandem/proxy/testupstream"
+)
+
+// rawExchange writes raw to addr and returns what the server answered until
+// it closed the connection or 10 s passed.
+func rawExchange(t *testing.T, addr, raw string, halfClose bool) string {
+	t.Helper()
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.WriteString(conn, raw); err != nil {
+		t.Fatal(err)
+	}
+	if halfClose {
+		conn.(*net.TCPConn).CloseWrite()
+	}
+	got, _ := io.ReadAll(conn)
+	return string(got)
+}
+
+func TestProductionGetsTheRawQueryAndEveryEndToEndHeader(t *testing.T) {
+	r := newRig(t, testupstream.Script{}, testupstream.Script{}, testupstream.Script{}, nil)
+	addr := strings.TrimPrefix(r.front.URL, "http://")
+	queries := []string{"a=1;b=2", "a=%zz&b=2", "x=%%", "q=a+b&q=c", "=", "&&", "a=1&a=2&a=", "k=v%00", "%7e=%7E", "a==b"}
+	for _, path := range []string{"/v1/chat/completions", "/v1/other"} {
+		for _, q := range queries {
+			r.prod.Forget()
+			raw := "POST " + path + "?" + q + " HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n" +
+				"Forwarded: for=192.0.2.60;proto=http;by=203.0.113.43\r\n" +
+				"X-Forwarded-For: 10.0.0.1, 10.0.0.2\r\nX-Forwarded-Host: client.example\r\nX-Forwarded-Proto: https\r\n" +
+				"X-Repeat: one\r\nX-Repeat: two\r\nX-Empty:\r\nX-Spaces: a  b\r\n" +
+				fmt.Sprintf("Content-Length: %d\r\nConnection: close\r\n\r\n", len(chatBody)) + chatBody
+			if got := rawExchange(t, addr, raw, false); !strings.HasPrefix(got, "HTTP/1.1 200") {
+				t.Fatalf("%s?%s: answered %.40q", path, q, got)
+			}
+			rec := r.prod.Received()
+			if len(rec) != 1 {
+				t.Fatalf("%s?%s: production received %d requests", path, q, len(rec))
+			}
+			if rec[0].RawQuery != q {
+				t.Errorf("%s?%s: production got query %q", path, q, rec[0].RawQuery)
+			}
+			for name, want := range map[string][]string{
+				"Forwarded":         {"for=192.0.2.60;proto=http;by=203.0.113.43"},
+				"X-Forwarded-For":   {"10.0.0.1, 10.0.0.2"},
+				"X-Forwarded-Host":  {"client.example"},
+				"X-Forwarded-Proto": {"https"},
+				"X-Repeat":          {"one", "two"},
+				"X-Empty":           {""},
+				"X-Spaces":          {"a  b"},
+			} {
+				if got := rec[0].Header.Values(name); !slices.Equal(got, want) {
+					t.Errorf("%s?%s: production %s = %q, want %q", path, q, name, got, want)
+				}
+			}
+			if string(rec[0].Body) != chatBody {
+				t.Errorf("%s?%s: production body changed", path, q)
+			}
+		}
+	}
+	r.idle()
+}
+
+func TestHalfClosedClientNeverGetsAnEmptyOK(t *testing.T) {
+	r := newRig(t, testupstream.Script{Delay: 200 * time.Millisecond}, testupstream.Script{}, testupstream.Script{}, nil)
+	addr := strings.TrimPrefix(r.front.URL, "http://")
+	for _, path := range []string{"/v1/chat/completions", "/v1/other"} {
+		raw := "POST " + path + " HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n" +
+			fmt.Sprintf("Content-Length: %d\r\n\r\n", len(chatBody)) + chatBody
+		got := rawExchange(t, addr, raw, true)
+		// Either the whole answer or no answer: never a status without it.
+		if got != "" && !strings.Contains(got, "data: [DONE]") {
+			t.Errorf("%s: half-closed client got %q, want the whole answer or a closed connection", path, got)
+		}
+	}
+	r.idle()
+}
+
+func TestClientBodyFaultsAreTheClients(t *testing.T) {
+	r := newRig(t, testupstream.Script{}, testupstream.Script{}, testupstream.Script{},
+		map[string]string{"TANDEM_BODY_READ_TIMEOUT": "1s", "TANDEM_MIRROR_MAX_BODY_BYTES": "64"})
+	addr := strings.TrimPrefix(r.front.URL, "http://")
+	big := `{"model":"m","messages":[{"role":"user","content":"` + strings.Repeat("x", 200) + `"}]}`
+	for _, tc := range []struct {
+		name, raw string
+		want      int
+	}{
+		{"malformed chunk size", "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n{}\r\n0\r\n\r\n", 400},
+		{"malformed chunk, other path", "POST /v1/other HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nabcdefgh\r\n0\r\n\r\n", 400},
+		{"malformed chunk after the mirror limit", "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n" +
+			fmt.Sprintf("%x\r\n%s\r\n", len(big), big) + "zz\r\n", 400},
+		{"body stalls (declared length)", "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{\"model\":", 408},
+		{"body stalls (chunked)", "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n9\r\n{\"model\":\r\n", 408},
+		{"body stalls past the mirror limit", "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n" + big, 408},
+	} {
+		got := rawExchange(t, addr, tc.raw, false)
+		want := fmt.Sprintf("HTTP/1.1 %d", tc.want)
+		if !strings.HasPrefix(got, want) {
+			t.Errorf("%s: answered %.60q, want %s", tc.name, got, want)
+		}
+	}
+	r.idle()
+	if strings.Contains(r.logs.String(), "production request failed") {
+		t.Errorf("a client's fault was logged as production's:\n%s", r.logs.String())
+	}
+	for _, class := range []string{exporter.ClassFresh, exporter.ClassRepeatedPrefix} {
+		if n := r.value(t, exporter.MetricRequests, map[string]string{"config": "production", "class": class, "outcome": "error"}); n != 0 {
+			t.Errorf("production %s errors = %v, want 0", class, n)
+		}
+	}
+}
+
+func TestBufferBudgetSendsToProductionUnmeasured(t *testing.T) {
+	release := make(chan struct{})
+	r := newRig(t, testupstream.Script{Release: release}, testupstream.Script{}, testupstream.Script{},
+		map[string]string{"TANDEM_MAX_BUFFERED_BYTES": "1048576", "TANDEM_MIRROR_MAX_BODY_BYTES": "400000"})
+	// Each body holds about twice its size: two fit in the budget, the
+	// others go to production unmeasured.
+	body := func(i int) string {
+		return fmt.Sprintf(`{"model":"m","messages":[{"role":"user","content":"%d %s"}]}`, i, strings.Repeat("y", 200_000))
+	}
+	const n = 5
+	var wg sync.WaitGroup
+	answers := make([]string, n)
+	for i := range n {
+		wg.Go(func() {
+			req, _ := http.NewRequest(http.MethodPost, r.front.URL+"/v1/chat/completions", strings.NewReader(body(i)))
+			if i%2 == 1 {
+				req.ContentLength = -1 // chunked
+				req.Body = io.NopCloser(io.MultiReader(strings.NewReader(body(i))))
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			got, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			answers[i] = string(got)
+		})
+	}
+	for range n {
+		<-r.prod.Arrived()
+	}
+	if got := r.value(t, exporter.MetricBufferedBytes, nil); got > 1<<20 {
+		t.Errorf("held %v bytes, over the 1 MiB budget", got)
+	}
+	close(release)
+	wg.Wait()
+	r.idle()
+	_, want := post(t, r.prod.URL, body(0), nil)
+	for i, a := range answers {
+		if a != string(want) {
+			t.Errorf("request %d: production answer changed: %.80q", i, a)
+		}
+	}
+	received := map[string]bool{}
+	for _, rec := range r.prod.Received() {
+		received[string(rec.Body)] = true
+	}
+	for i := range n {
+		if !received[body(i)] {
+			t.Errorf("request %d did not reach production byte-identical", i)
+		}
+	}
+	// Over budget counts requests production got unmeasured and measured
+	// requests whose mirrored bodies did not fit.
+	skipped := r.value(t, exporter.MetricMirrorSkipped, map[string]string{"reason": exporter.SkipOverBudget})
+	measured := r.total(t, exporter.MetricRequests, map[string]string{"config": "production"})
+	if measured < 1 || measured > 2 || skipped < n-measured {
+		t.Errorf("measured %v (want 1 or 2 of %d), over budget %v", measured, n, skipped)
+	}
+	if got := r.value(t, exporter.MetricBufferedBytes, nil); got != 0 {
+		t.Errorf("%v bytes still held after every request ended", got)
+	}
+}
+
+func TestShadowReadLimitsCutAndCount(t *testing.T) {
+	frames := []string{"data: {\"choices\":[{\"delta\":{\"content\":\"x\"}}]}\n\n"}
+	for range 2000 {
+		frames = append(frames, "data: {\"choices\":[{\"delta\":{\"content\":\""+strings.Repeat("z", 1000)+"\"}}]}\n\n")
+	}
+	frames = append(frames, "data: [DONE]\n\n")
+	long := testupstream.Script{Frames: frames}
+	r := newRig(t, testupstream.Script{Frames: frames}, long, long,
+		map[string]string{"TANDEM_SHADOW_MAX_RESPONSE_BYTES": "100000"})
+	resp, got := post(t, r.front.URL, chatBody, nil)
+	if resp.StatusCode != http.StatusOK || string(got) != strings.Join(frames, "") {
+		t.Fatalf("production answer changed: status %d, %d bytes", resp.StatusCode, len(got))
+	}
+	r.idle()
+	for _, arm := range []string{"A", "B"} {
+		if n := r.total(t, exporter.MetricRequests, map[string]string{"config": arm, "outcome": exporter.OutcomeTruncated}); n != 1 {
+			t.Errorf("%s truncated = %v, want 1", arm, n)
+		}
+	}
+	if n := r.total(t, exporter.MetricRequests, map[string]string{"config": "production", "outcome": exporter.OutcomeCompleted}); n != 1 {
+		t.Errorf("production completed = %v, want 1 (its limits are the client's)", n)
+	}
+}
+
+func TestRateBudget(t *testing.T) {
+	now := time.Unix(0, 0)
+	rb := newRateBudget(1000, func() time.Time { return now })
+	if !rb.take(1000) {
+		t.Fatal("a full bucket refused its size")
+	}
+	if rb.take(1) {
+		t.Fatal("an empty bucket gave a byte")
+	}
+	now = now.Add(500 * time.Millisecond)
+	if !rb.take(500) || rb.take(1) {
+		t.Fatal("half a second did not refill exactly half the bucket")
+	}
+	now = now.Add(time.Hour)
+	if !rb.take(1000) || rb.take(1) {
+		t.Fatal("the bucket held more than one second of rate")
+	}
+}
+
+func TestArmFailuresAreLoggedOnceThenSummarised(t *testing.T) {
+	r := newRig(t, testupstream.Script{}, testupstream.Script{}, testupstream.Script{Status: 401}, nil)
+	for range 20 {
+		post(t, r.front.URL, chatBody, nil)
+	}
+	r.idle()
+	logs := r.logs.String()
+	if n := strings.Count(logs, "arm request failed"); n != 1 {
+		t.Errorf("logged %d first failures, want 1:\n%s", n, logs)
+	}
+	if !strings.Contains(logs, "config=B failure=\"HTTP 401\"") {
+		t.Errorf("the log does not say B answered 401:\n%s", logs)
+	}
+	if strings.Contains(logs, "config=A") {
+		t.Errorf("the healthy arm was logged:\n%s", logs)
+	}
+}
+
+func TestFailureLogSummarisesEachMinute(t *testing.T) {
+	var out bytes.Buffer
+	f := newFailureLog(slogTo(&out), "A")
+	start := time.Unix(0, 0)
+	for i := range 100 {
+		f.note("dial: connect: connection refused", start.Add(time.Duration(i)*time.Second))
+	}
+	f.note("HTTP 500", start.Add(100*time.Second))
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	// The first refusal at once, one summary at 60 s, the first 500 at once.
+	if len(lines) != 3 {
+		t.Fatalf("logged %d lines, want 3:\n%s", len(lines), out.String())
+	}
+	if !strings.Contains(lines[1], "count=60") {
+		t.Errorf("summary %q does not count the 60 refusals since the first", lines[1])
+	}
+	for i := range 1000 {
+		f.note(fmt.Sprintf("kind %d", i), start.Add(101*time.Second))
+	}
+	if len(f.seen) > maxFailureKinds {
+		t.Errorf("remembered %d kinds, more than %d", len(f.seen), maxFailureKinds)
+	}
+}
+
+func TestArmCheckSaysWhatItFound(t *testing.T) {
+	r := newRig(t, testupstream.Script{}, testupstream.Script{}, testupstream.Script{}, nil)
+	r.server.CheckArms(t.Context())
+	logs := r.logs.String()
+	// The fake upstream has no /v1/models: both arms are reported.
+	for _, arm := range []string{"A", "B"} {
+		if !strings.Contains(logs, "arm check failed") || !strings.Contains(logs, "config="+arm) {
+			t.Errorf("arm check of %s not logged:\n%s", arm, logs)
+		}
+	}
+}
+
+func slogTo(w io.Writer) *slog.Logger { return slog.New(slog.NewTextHandler(w, nil)) }
