@@ -253,8 +253,16 @@ func TestDeployment(t *testing.T) {
 		sc.Capabilities == nil || !slices.Equal(sc.Capabilities.Drop, []corev1.Capability{"ALL"}) {
 		t.Errorf("container security context %+v: want read-only root, no privilege escalation, all capabilities dropped", sc)
 	}
-	if grace := pod.TerminationGracePeriodSeconds; grace == nil || float64(*grace) <= cfg.ShutdownGrace.Seconds() {
-		t.Errorf("terminationGracePeriodSeconds %v is not longer than the default TANDEM_SHUTDOWN_GRACE %s", grace, cfg.ShutdownGrace)
+	// The preStop delay keeps the listener open until endpoints have
+	// dropped the pod, so no client sees "connection refused" in a rollout.
+	var preStop int64
+	if c.Lifecycle == nil || c.Lifecycle.PreStop == nil || c.Lifecycle.PreStop.Sleep == nil || c.Lifecycle.PreStop.Sleep.Seconds < 5 {
+		t.Errorf("lifecycle %+v: want a preStop sleep of at least 5s", c.Lifecycle)
+	} else {
+		preStop = c.Lifecycle.PreStop.Sleep.Seconds
+	}
+	if grace := pod.TerminationGracePeriodSeconds; grace == nil || float64(*grace-preStop) <= cfg.ShutdownGrace.Seconds() {
+		t.Errorf("terminationGracePeriodSeconds %v is not longer than the preStop delay (%ds) plus the default TANDEM_SHUTDOWN_GRACE %s", grace, preStop, cfg.ShutdownGrace)
 	}
 	for _, from := range c.EnvFrom {
 		switch {
