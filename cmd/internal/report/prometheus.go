@@ -34,6 +34,7 @@ func FromPrometheus(ctx context.Context, api v1.API, window time.Duration, end t
 	pairs := q.values(exporter.MetricPairs, "", exporter.LabelClass+", "+exporter.LabelResult)
 	mismatches := q.values(exporter.MetricPairOutputTokensMismatch, "", exporter.LabelClass)
 	skipped := q.values(exporter.MetricMirrorSkipped, fmt.Sprintf(`%s="%s"`, exporter.LabelReason, exporter.SkipOverloaded), "")
+	busy := q.schedulingLatencyP99()
 	if q.err != nil {
 		return nil, q.err
 	}
@@ -54,6 +55,11 @@ func FromPrometheus(ctx context.Context, api v1.API, window time.Duration, end t
 		window:       Window{Start: end.Add(-window), End: end},
 		skippedShare: math.NaN(),
 		warnings:     q.warnings,
+	}
+	if busy > busySchedulingLatency.Seconds() {
+		ev.warnings = append(ev.warnings, fmt.Sprintf(
+			"tandem itself was busy: its goroutines waited %s at p99 to run (go_sched_latencies_seconds), so timings may be late by that much",
+			time.Duration(busy*float64(time.Second)).Round(10*time.Microsecond)))
 	}
 	mixed, mixedDiffs := classInput{name: MixedClass}, newHistogram()
 	mixedHist := [2][2]*histogram{{newHistogram(), newHistogram()}, {newHistogram(), newHistogram()}}
@@ -171,6 +177,29 @@ func (q *querier) vector(metric, matchers, by string) model.Vector {
 		q.err = fmt.Errorf("query %s: got %s, want a vector", expr, v.Type())
 	}
 	return vec
+}
+
+// busySchedulingLatency is the p99 wait to run above which tandem says its
+// own timings may be late: a frame is stamped when its goroutine runs.
+const busySchedulingLatency = time.Millisecond
+
+// schedulingLatencyP99 is the p99 of how long tandem's goroutines waited to
+// run in the window, over every process exposing tandem_build_info; NaN
+// when unknown.
+func (q *querier) schedulingLatencyP99() float64 {
+	if q.err != nil {
+		return math.NaN()
+	}
+	expr := fmt.Sprintf(`histogram_quantile(0.99, sum by (le) (rate(go_sched_latencies_seconds_bucket[%s]) * on (job, instance) group_left () max by (job, instance) (%s)))`,
+		q.window, exporter.MetricBuildInfo)
+	v, _, _, err := q.api.Query(q.ctx, expr, q.end)
+	if err != nil {
+		return math.NaN() // a missing runtime metric is no reason to give no report
+	}
+	if vec, ok := v.(model.Vector); ok && len(vec) == 1 {
+		return float64(vec[0].Value)
+	}
+	return math.NaN()
 }
 
 func (q *querier) values(metric, matchers, by string) map[key]float64 {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -31,6 +32,7 @@ type promFixture struct {
 	outputTokens map[[2]string]float64 // by config, class
 	production   map[string]float64
 	skipped      float64
+	schedP99     float64 // seconds; 0: the runtime metric is absent
 }
 
 func (f promFixture) vector(t *testing.T, query string) model.Vector {
@@ -77,6 +79,10 @@ func (f promFixture) vector(t *testing.T, query string) model.Vector {
 	}
 	var out model.Vector
 	switch {
+	case strings.Contains(query, "go_sched_latencies_seconds"):
+		if f.schedP99 > 0 {
+			out = append(out, sample(nil, f.schedP99))
+		}
 	case strings.Contains(query, exporter.MetricTimeToFirstToken):
 		return armValues(func(r record.Record) (float64, bool) { return r.TTFTSeconds, r.FirstToken })
 	case strings.Contains(query, exporter.MetricInterTokenLatency):
@@ -255,5 +261,24 @@ func TestFromPrometheusErrors(t *testing.T) {
 	empty, _ := fakePrometheus(t, promFixture{})
 	if _, err := FromPrometheus(context.Background(), empty, promWindow, promEnd, DefaultOptions()); err == nil || !strings.Contains(err.Error(), "no mirrored traffic") {
 		t.Errorf("empty Prometheus: err = %v", err)
+	}
+}
+
+func TestFromPrometheusSaysWhenTandemWasBusy(t *testing.T) {
+	for _, tc := range []struct {
+		p99  float64
+		busy bool
+	}{{0, false}, {0.0002, false}, {0.0045, true}} {
+		f := seedPrometheus()
+		f.schedP99 = tc.p99
+		promAPI, _ := fakePrometheus(t, f)
+		r, err := FromPrometheus(context.Background(), promAPI, promWindow, promEnd, DefaultOptions())
+		if err != nil {
+			t.Fatal(err)
+		}
+		busy := slices.ContainsFunc(r.Validity.Warnings, func(w string) bool { return strings.Contains(w, "tandem itself was busy: its goroutines waited 4.5ms") })
+		if busy != tc.busy {
+			t.Errorf("scheduling p99 %gs: busy warning %v, want %v: %q", tc.p99, busy, tc.busy, r.Validity.Warnings)
+		}
 	}
 }
