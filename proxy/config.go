@@ -45,7 +45,7 @@ type Config struct {
 	ShadowMaxResponseBytes int64         `env:"SHADOW_MAX_RESPONSE_BYTES, default=33554432" doc:"Most tandem reads of one arm's response; a longer one is cut and counted as truncated."`
 	ShadowReadRate         int64         `env:"SHADOW_READ_RATE, default=67108864" doc:"Bytes per second tandem reads from both arms together (bursts of one second allowed); a shadow read beyond it is cut and counted as truncated, so the arms can never take production's CPU."`
 	MirrorMaxBodyBytes     int64         `env:"MIRROR_MAX_BODY_BYTES, default=4194304" doc:"Largest request body mirrored; larger bodies go to production untouched and are not mirrored."`
-	MaxBufferedBytes       int64         `env:"MAX_BUFFERED_BYTES, default=134217728" doc:"Every byte tandem holds for measurement (request bodies, their prompts, mirrored bodies, partial stream frames) counts against this budget; when it is spent, requests still go to production untouched, unmeasured (skipped as over_budget)."`
+	MaxBufferedBytes       int64         `env:"MAX_BUFFERED_BYTES, default=67108864" doc:"Every byte tandem holds for measurement (request bodies, their prompts, mirrored bodies, partial stream frames) counts against this budget; when it is spent, requests still go to production untouched, unmeasured (skipped as over_budget)."`
 
 	RecordPath     string `env:"RECORD_PATH" doc:"When set, one JSON line per measured request is appended here (no prompt text)."`
 	RecordMaxBytes int64  `env:"RECORD_MAX_BYTES, default=104857600" doc:"Size at which the record file is rotated."`

@@ -55,7 +55,7 @@ func TestConfigInvalid(t *testing.T) {
 		{map[string]string{"TANDEM_METRICS_ADDR": "localhost"}, `invalid TANDEM_METRICS_ADDR: must be host:port or :port, got "localhost"`},
 		{map[string]string{"TANDEM_RECORD_MAX_BYTES": "10"}, "invalid TANDEM_RECORD_MAX_BYTES: must be between 1024 and 1099511627776, got 10"},
 		{map[string]string{"TANDEM_MIRROR_MAX_BODY_BYTES": "9223372036854775807"}, "invalid TANDEM_MIRROR_MAX_BODY_BYTES: must be between 1 and 1073741824, got 9223372036854775807"},
-		{map[string]string{"TANDEM_MIRROR_MAX_BODY_BYTES": "104857600"}, "invalid TANDEM_MIRROR_MAX_BODY_BYTES: must be at most half of TANDEM_MAX_BUFFERED_BYTES (134217728): a mirrored body is held with its prompt, got 104857600"},
+		{map[string]string{"TANDEM_MIRROR_MAX_BODY_BYTES": "104857600"}, "invalid TANDEM_MIRROR_MAX_BODY_BYTES: must be at most half of TANDEM_MAX_BUFFERED_BYTES (67108864): a mirrored body is held with its prompt, got 104857600"},
 		{map[string]string{"TANDEM_PREFIX_INDEX_ENTRIES": "3000000000"}, "invalid TANDEM_PREFIX_INDEX_ENTRIES: must be between 1 and 10000000, got 3000000000"},
 		{map[string]string{"TANDEM_RECORD_MAX_FILES": "2147483647"}, "invalid TANDEM_RECORD_MAX_FILES: must be between 0 and 1000, got 2147483647"},
 		{map[string]string{"TANDEM_A_API_KEY": "sk-abc\n"}, `invalid TANDEM_A_API_KEY: must not contain spaces or control characters (byte 6 is '\n'); a key read from a file often ends in a newline`},

@@ -211,7 +211,7 @@ func proxyConfig(c Config, engines map[string]string, recordPath string) proxy.C
 		ShutdownGrace:          10 * time.Second,
 		ShadowMaxResponseBytes: 32 << 20,
 		ShadowReadRate:         64 << 20,
-		MaxBufferedBytes:       128 << 20,
+		MaxBufferedBytes:       64 << 20,
 		IdleTimeout:            75 * time.Second,
 		BodyReadTimeout:        60 * time.Second,
 	}
