@@ -60,6 +60,15 @@ const (
 // SkipReasons lists every skip reason label value.
 var SkipReasons = []string{SkipOverloaded, SkipBodyTooLarge, SkipInvalidBody, SkipUnsupported}
 
+// Values of the reason label of tandem_records_dropped_total.
+const (
+	RecordDropQueueFull  = "queue_full"  // the disk fell behind (or tandem was shutting down)
+	RecordDropWriteError = "write_error" // writing the record file failed
+)
+
+// RecordDropReasons lists every record drop reason label value.
+var RecordDropReasons = []string{RecordDropQueueFull, RecordDropWriteError}
+
 // Label names.
 const (
 	LabelConfig  = "config"
@@ -87,6 +96,8 @@ const (
 	MetricShadowInFlight           = "tandem_shadow_in_flight"
 	MetricConfigInfo               = "tandem_config_info"
 	MetricBuildInfo                = "tandem_build_info"
+	MetricRecordWriteErrors        = "tandem_record_write_errors_total"
+	MetricRecordsDropped           = "tandem_records_dropped_total"
 )
 
 // Native histogram settings shared by every tandem histogram. A factor of
