@@ -62,6 +62,8 @@ type Metrics struct {
 	skipped       *prometheus.CounterVec
 	inFlight      *prometheus.GaugeVec
 	buffered      prometheus.Gauge
+	recordErrors  prometheus.Counter
+	recordsLost   *prometheus.CounterVec
 }
 
 func nativeHistogram(name, help string, labels ...string) *prometheus.HistogramVec {
@@ -131,6 +133,14 @@ func New(reg prometheus.Registerer, classes []string, infos []Info, version, rev
 			Name: MetricBufferedBytes,
 			Help: "Bytes tandem holds for measurement now (request bodies, their prompts, mirrored bodies, partial stream frames), bounded by TANDEM_MAX_BUFFERED_BYTES.",
 		}),
+		recordErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: MetricRecordWriteErrors,
+			Help: "Failed attempts to write, rotate or open the record file (TANDEM_RECORD_PATH). Recording goes on and retries; requests are never affected.",
+		}),
+		recordsLost: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: MetricRecordsDropped,
+			Help: "Per-request records lost, by reason: queue_full (the disk fell behind, or tandem was shutting down), write_error (writing the record file failed).",
+		}, []string{LabelReason}),
 	}
 	configInfo := prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: MetricConfigInfo,
@@ -143,7 +153,7 @@ func New(reg prometheus.Registerer, classes []string, infos []Info, version, rev
 
 	reg.MustRegister(m.ttft, m.interToken, m.duration, m.requests, m.outputTokens,
 		m.promptTokens, m.cachedTokens, m.estimated, m.pairs, m.tokenMismatch,
-		m.ttftDiff, m.skipped, m.inFlight, m.buffered, configInfo, buildInfo)
+		m.ttftDiff, m.skipped, m.inFlight, m.buffered, m.recordErrors, m.recordsLost, configInfo, buildInfo)
 
 	configs := []string{ConfigProduction}
 	for _, in := range infos {
@@ -184,6 +194,9 @@ func New(reg prometheus.Registerer, classes []string, infos []Info, version, rev
 		for _, reason := range SkipReasons {
 			m.skipped.WithLabelValues(reason)
 		}
+	}
+	for _, reason := range RecordDropReasons {
+		m.recordsLost.WithLabelValues(reason)
 	}
 	return m
 }
@@ -252,6 +265,17 @@ func (m *Metrics) ShadowInFlight(config string) prometheus.Gauge {
 
 // BufferedBytes is the gauge of bytes held for measurement.
 func (m *Metrics) BufferedBytes() prometheus.Gauge { return m.buffered }
+
+// RecordWriteError counts a failed attempt to write, rotate or open the
+// record file.
+func (m *Metrics) RecordWriteError() {
+	m.recordErrors.Inc()
+}
+
+// RecordsDropped counts n records lost for reason, one of RecordDropReasons.
+func (m *Metrics) RecordsDropped(reason string, n int) {
+	m.recordsLost.WithLabelValues(reason).Add(float64(n))
+}
 
 // BuildRevision returns the VCS revision the binary was built from, or
 // "unknown".

@@ -16,7 +16,7 @@ func TestREADMEMetricTable(t *testing.T) {
 		MetricTimeToFirstToken, MetricInterTokenLatency, MetricRequestDuration, MetricRequests,
 		MetricOutputTokens, MetricPromptTokens, MetricCachedPromptTokens, MetricEstimatedTokenCounts,
 		MetricPairs, MetricPairOutputTokensMismatch, MetricTTFTDifference, MetricMirrorSkipped,
-		MetricShadowInFlight, MetricConfigInfo, MetricBuildInfo,
+		MetricShadowInFlight, MetricConfigInfo, MetricBuildInfo, MetricRecordWriteErrors, MetricRecordsDropped,
 	} {
 		if !strings.Contains(string(readme), "| `"+name+"` |") {
 			t.Errorf("README.md's metric table lacks %s", name)

@@ -62,6 +62,15 @@ const (
 // SkipReasons lists every skip reason label value.
 var SkipReasons = []string{SkipOverloaded, SkipBodyTooLarge, SkipInvalidBody, SkipUnsupported, SkipOverBudget}
 
+// Values of the reason label of tandem_records_dropped_total.
+const (
+	RecordDropQueueFull  = "queue_full"  // the disk fell behind (or tandem was shutting down)
+	RecordDropWriteError = "write_error" // writing the record file failed
+)
+
+// RecordDropReasons lists every record drop reason label value.
+var RecordDropReasons = []string{RecordDropQueueFull, RecordDropWriteError}
+
 // Label names.
 const (
 	LabelConfig  = "config"
@@ -90,6 +99,8 @@ const (
 	MetricBufferedBytes            = "tandem_buffered_bytes"
 	MetricConfigInfo               = "tandem_config_info"
 	MetricBuildInfo                = "tandem_build_info"
+	MetricRecordWriteErrors        = "tandem_record_write_errors_total"
+	MetricRecordsDropped           = "tandem_records_dropped_total"
 )
 
 // Native histogram settings shared by every tandem histogram. A factor of

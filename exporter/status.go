@@ -80,6 +80,16 @@ type Status struct {
 	// histograms merged bucket by bucket.
 	Mixed         ClassStatus        `json:"mixed"`
 	MirrorSkipped map[string]float64 `json:"mirror_skipped"`
+	Records       RecordStatus       `json:"records"`
+}
+
+// RecordStatus is the health of the record file.
+type RecordStatus struct {
+	WriteErrors float64 `json:"write_errors"`
+	// RecentWriteErrors is the increase of WriteErrors within the window.
+	RecentWriteErrors *float64 `json:"recent_write_errors"`
+	// Dropped counts records lost since start, by reason.
+	Dropped map[string]float64 `json:"dropped"`
 }
 
 // ConfigInfo names one config, from tandem_config_info.
@@ -130,8 +140,9 @@ type seriesKey struct{ config, class string }
 
 // counters are the counter values rates are computed from.
 type counters struct {
-	completed    map[seriesKey]float64
-	outputTokens map[seriesKey]float64
+	completed         map[seriesKey]float64
+	outputTokens      map[seriesKey]float64
+	recordWriteErrors float64
 }
 
 type snapshot struct {
@@ -175,6 +186,10 @@ func (p *StatusPage) Status() (Status, error) {
 		WarmingUp:     !ok,
 		Configs:       m.infos,
 		MirrorSkipped: m.skipped,
+		Records:       RecordStatus{WriteErrors: m.recordWriteErrors, Dropped: m.recordsDropped},
+	}
+	if ok {
+		st.Records.RecentWriteErrors = ptr(increase(from.recordWriteErrors, to.recordWriteErrors))
 	}
 	for _, class := range m.classes {
 		cs := m.classStatus(class, []string{class})
@@ -218,6 +233,8 @@ type metrics struct {
 	mismatch map[string]float64
 	ttftDiff map[string]*dto.Histogram
 	skipped  map[string]float64
+
+	recordsDropped map[string]float64
 }
 
 func readMetrics(mfs []*dto.MetricFamily) *metrics {
@@ -229,6 +246,8 @@ func readMetrics(mfs []*dto.MetricFamily) *metrics {
 		mismatch: map[string]float64{},
 		ttftDiff: map[string]*dto.Histogram{},
 		skipped:  map[string]float64{},
+
+		recordsDropped: map[string]float64{},
 	}
 	configs, classes := map[string]bool{}, map[string]bool{}
 	key := func(s *dto.Metric) seriesKey {
@@ -261,6 +280,10 @@ func readMetrics(mfs []*dto.MetricFamily) *metrics {
 				m.ttftDiff[label(s, LabelClass)] = s.GetHistogram()
 			case MetricMirrorSkipped:
 				m.skipped[label(s, LabelReason)] += s.GetCounter().GetValue()
+			case MetricRecordWriteErrors:
+				m.recordWriteErrors += s.GetCounter().GetValue()
+			case MetricRecordsDropped:
+				m.recordsDropped[label(s, LabelReason)] += s.GetCounter().GetValue()
 			case MetricConfigInfo:
 				m.infos = append(m.infos, ConfigInfo{Config: label(s, LabelConfig), Name: label(s, "name"), Model: label(s, "model")})
 			}
@@ -509,6 +532,36 @@ func (d pageData) Skipped() []labelled {
 
 type labelled struct{ Name, Value string }
 
+// RecordsAlert is the line shown when the record file lost records or could
+// not be written; empty otherwise.
+func (d pageData) RecordsAlert() string {
+	var lost float64
+	var reasons []string
+	set := map[string]bool{}
+	for r := range d.Records.Dropped {
+		set[r] = true
+	}
+	for _, r := range ordered(set, RecordDropReasons) {
+		if v := d.Records.Dropped[r]; v > 0 {
+			lost += v
+			reasons = append(reasons, r+" "+formatCount(v))
+		}
+	}
+	if d.Records.WriteErrors == 0 && lost == 0 {
+		return ""
+	}
+	s := "records: " + formatCount(d.Records.WriteErrors) + " write errors"
+	if recent := d.Records.RecentWriteErrors; recent != nil {
+		s += fmt.Sprintf(", %s in the last %v s", formatCount(*recent), d.WindowSeconds)
+	} else {
+		s += " since start"
+	}
+	if lost > 0 {
+		s += fmt.Sprintf("; %s records lost (%s)", formatCount(lost), strings.Join(reasons, ", "))
+	}
+	return s
+}
+
 func (d pageData) Median(v *float64) string {
 	if v == nil {
 		return "–"
@@ -549,6 +602,7 @@ th,td{padding:.25em .8em;text-align:right;border-bottom:1px solid #eee}th{font-w
 td:first-child,th:first-child{text-align:left}
 .diff{color:#444;background:#fafafa}.cfg-A{color:#1f6fb4}.cfg-B{color:#d2660a}
 .pairs span{display:inline-block;margin-right:1.2em}.pairs b{font-weight:600}
+.alert{color:#9b1c1c;background:#fdf2f2;border:1px solid #f3c4c4;padding:.4em .8em}
 svg{display:block;margin:.5em 0}
 </style>
 </head>
@@ -558,6 +612,7 @@ svg{display:block;margin:.5em 0}
 {{range .Configs}}<span class="cfg-{{.Config}}"><b>{{.Config}}</b>{{if .Name}}: {{.Name}}{{end}}{{if .Model}} ({{.Model}}){{end}}</span>{{end}}
 <span>rates over the last {{.WindowSeconds}} s{{if .WarmingUp}}: warming up{{end}}</span>
 <span>counts and quantiles since start</span></p>
+{{with .RecordsAlert}}<p class="alert" id="records">{{.}}</p>{{end}}
 {{range .Classes}}{{template "class" (args $ .)}}{{end}}
 {{if .Classes}}{{template "class" (args $ .Mixed)}}
 <p class="note">The mixed row is computed from the classes' TTFT histograms merged bucket by bucket, as histogram_quantile(q, sum(…)) would; it is never an average of the class quantiles.</p>{{end}}

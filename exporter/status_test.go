@@ -384,6 +384,47 @@ func TestStatusHTML(t *testing.T) {
 	}
 }
 
+// TestStatusRecordsAlert shows record write errors and lost records, and
+// whether errors are still happening.
+func TestStatusRecordsAlert(t *testing.T) {
+	reg, m := newMetrics(t)
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	p := exporter.NewStatusPage(reg, exporter.StatusOptions{Now: func() time.Time { return now }})
+	page := func() string {
+		rec := httptest.NewRecorder()
+		p.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/", nil))
+		return rec.Body.String()
+	}
+	if body := page(); strings.Contains(body, `id="records"`) {
+		t.Fatal("records alert without record errors")
+	}
+
+	for range 3 {
+		m.RecordWriteError()
+	}
+	m.RecordsDropped(exporter.RecordDropWriteError, 40)
+	m.RecordsDropped(exporter.RecordDropQueueFull, 2)
+	now = now.Add(5 * time.Second)
+	wantContains := func(body, want string) {
+		t.Helper()
+		if !strings.Contains(body, want) {
+			t.Errorf("page lacks %s", want)
+		}
+	}
+	wantContains(page(), `<p class="alert" id="records">records: 3 write errors, 3 in the last 60 s; 42 records lost (queue_full 2, write_error 40)</p>`)
+
+	// Two minutes on, the errors are past.
+	now = now.Add(2 * time.Minute)
+	wantContains(page(), `records: 3 write errors since start; 42 records lost`)
+	now = now.Add(5 * time.Second)
+	wantContains(page(), `records: 3 write errors, 0 in the last 60 s;`)
+	st := mustStatus(t, p)
+	if st.Records.WriteErrors != 3 || value(t, "recent write errors", st.Records.RecentWriteErrors) != 0 ||
+		!mapsEqual(st.Records.Dropped, map[string]float64{exporter.RecordDropWriteError: 40, exporter.RecordDropQueueFull: 2}) {
+		t.Errorf("records status = %+v", st.Records)
+	}
+}
+
 func strconvMillis(ms float64) string {
 	if ms >= 1000 {
 		return fmt.Sprintf("%.3f s", ms/1000)
@@ -444,6 +485,9 @@ func TestExposition(t *testing.T) {
 	m.ObservePair(exporter.ClassFresh, completed(80*time.Millisecond, 3), timeout)
 	m.MirrorSkipped(exporter.SkipUnsupported)
 	m.ShadowInFlight(exporter.ConfigA).Inc()
+	m.RecordWriteError()
+	m.RecordWriteError()
+	m.RecordsDropped(exporter.RecordDropWriteError, 5)
 
 	f, err := os.Open("testdata/metrics.txt")
 	if err != nil {
@@ -454,7 +498,7 @@ func TestExposition(t *testing.T) {
 		exporter.MetricRequests, exporter.MetricOutputTokens, exporter.MetricPromptTokens,
 		exporter.MetricCachedPromptTokens, exporter.MetricEstimatedTokenCounts, exporter.MetricPairs,
 		exporter.MetricPairOutputTokensMismatch, exporter.MetricMirrorSkipped, exporter.MetricShadowInFlight,
-		exporter.MetricConfigInfo,
+		exporter.MetricConfigInfo, exporter.MetricRecordWriteErrors, exporter.MetricRecordsDropped,
 	); err != nil {
 		t.Fatal(err)
 	}

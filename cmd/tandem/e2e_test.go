@@ -87,8 +87,9 @@ func startDemoRun(t *testing.T, extra ...string) *demoRun {
 	r.end = time.Now().Add(-time.Second)
 
 	var err error
-	if r.records, err = record.ReadFiles(recordsFile); err != nil {
-		t.Fatal(err)
+	var stats record.ReadStats
+	if r.records, stats, err = record.ReadFiles(recordsFile); err != nil || stats.Skipped != 0 {
+		t.Fatal(err, stats)
 	}
 	b, err := os.ReadFile(summaryFile)
 	if err != nil {

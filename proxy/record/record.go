@@ -5,7 +5,9 @@ package record
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -51,8 +53,36 @@ func New(start time.Time, config, class, pairID string, o exporter.Observation) 
 		TokensEstimated:    o.TokensEstimated,
 		PromptTokens:       o.PromptTokens,
 		CachedPromptTokens: o.CachedPromptTokens,
-		FinishReason:       o.FinishReason,
+		FinishReason:       finishReason(o.FinishReason),
 	}
+}
+
+// maxFinishReasonBytes bounds the one string of a record an upstream
+// chooses freely.
+const maxFinishReasonBytes = 64
+
+// FinishReasonOther replaces a finish reason that is not a short token.
+const FinishReasonOther = "other"
+
+// finishReason keeps s when it is a token of at most maxFinishReasonBytes
+// letters, digits and _.:- (every finish reason the APIs define is one) and
+// returns FinishReasonOther otherwise, so that an upstream can neither bloat
+// a record nor put text in it.
+func finishReason(s string) string {
+	if len(s) > maxFinishReasonBytes {
+		return FinishReasonOther
+	}
+	for _, c := range []byte(s) {
+		if !isTokenByte(c) {
+			return FinishReasonOther
+		}
+	}
+	return s
+}
+
+func isTokenByte(c byte) bool {
+	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' ||
+		c == '_' || c == '.' || c == ':' || c == '-'
 }
 
 // End is the time the response body ended.
@@ -71,44 +101,90 @@ func (r Record) OutputSpeed() (float64, bool) {
 	return float64(r.OutputTokens-1) / span, true
 }
 
-// Read decodes records from r. Blank lines are skipped; a malformed line is an
-// error naming its line number.
-func Read(r io.Reader) ([]Record, error) {
+// MaxLineBytes is the longest record line Read accepts; a longer one is
+// skipped. Records written by tandem stay under 1 KB.
+const MaxLineBytes = 1 << 20
+
+// ReadStats counts the lines a read skipped: corrupt (not a JSON record, such
+// as the partial last line a crash leaves) or longer than MaxLineBytes.
+type ReadStats struct {
+	Skipped int
+	// FirstSkippedFile and FirstSkippedLine locate the first skipped line;
+	// the file is empty from Read.
+	FirstSkippedFile string
+	FirstSkippedLine int
+}
+
+func (s *ReadStats) add(o ReadStats) {
+	if s.Skipped == 0 && o.Skipped > 0 {
+		s.FirstSkippedFile, s.FirstSkippedLine = o.FirstSkippedFile, o.FirstSkippedLine
+	}
+	s.Skipped += o.Skipped
+}
+
+// Read decodes records from r. Blank lines are ignored; corrupt and overlong
+// lines are skipped and counted, and reading goes on. An error comes only
+// from reading r.
+func Read(r io.Reader) ([]Record, ReadStats, error) {
 	var out []Record
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64*1024), 1024*1024)
-	line := 1
-	for ; sc.Scan(); line++ {
-		b := sc.Bytes()
-		if len(b) == 0 {
-			continue
-		}
-		var rec Record
-		if err := json.Unmarshal(b, &rec); err != nil {
-			return nil, fmt.Errorf("line %d: %w", line, err)
-		}
-		out = append(out, rec)
+	var stats ReadStats
+	skip := func(line int) {
+		stats.add(ReadStats{Skipped: 1, FirstSkippedLine: line})
 	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("line %d: %w", line, err)
+	br := bufio.NewReaderSize(r, MaxLineBytes+1)
+	for line := 1; ; line++ {
+		b, err := br.ReadSlice('\n')
+		switch {
+		case errors.Is(err, bufio.ErrBufferFull):
+			skip(line)
+			err = discardLine(br)
+		case len(bytes.TrimSpace(b)) == 0:
+		default:
+			var rec Record
+			if json.Unmarshal(b, &rec) != nil {
+				skip(line)
+			} else {
+				out = append(out, rec)
+			}
+		}
+		if err == io.EOF {
+			return out, stats, nil
+		}
+		if err != nil {
+			return nil, stats, fmt.Errorf("line %d: %w", line, err)
+		}
 	}
-	return out, nil
+}
+
+// discardLine reads up to and including the next newline.
+func discardLine(br *bufio.Reader) error {
+	for {
+		_, err := br.ReadSlice('\n')
+		if !errors.Is(err, bufio.ErrBufferFull) {
+			return err
+		}
+	}
 }
 
 // ReadFiles reads and concatenates the records of every file.
-func ReadFiles(paths ...string) ([]Record, error) {
+func ReadFiles(paths ...string) ([]Record, ReadStats, error) {
 	var out []Record
+	var stats ReadStats
 	for _, p := range paths {
 		f, err := os.Open(p)
 		if err != nil {
-			return nil, err
+			return nil, stats, err
 		}
-		recs, err := Read(f)
+		recs, s, err := Read(f)
 		f.Close()
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", p, err)
+			return nil, stats, fmt.Errorf("%s: %w", p, err)
 		}
+		if s.Skipped > 0 {
+			s.FirstSkippedFile = p
+		}
+		stats.add(s)
 		out = append(out, recs...)
 	}
-	return out, nil
+	return out, stats, nil
 }

@@ -1,9 +1,11 @@
 package record
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -21,7 +23,7 @@ func sample(i int) Record {
 
 func TestWriterRoundTrip(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "records.jsonl")
-	w, err := NewWriter(path, 1<<20, 2)
+	w, err := NewWriter(path, WriterOptions{MaxBytes: 1 << 20, MaxFiles: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -31,9 +33,9 @@ func TestWriterRoundTrip(t *testing.T) {
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
 	}
-	got, err := ReadFiles(path)
-	if err != nil {
-		t.Fatal(err)
+	got, stats, err := ReadFiles(path)
+	if err != nil || stats.Skipped != 0 {
+		t.Fatal(err, stats)
 	}
 	if len(got) != 100 {
 		t.Fatalf("read %d records, want 100", len(got))
@@ -52,7 +54,7 @@ func TestWriterRoundTrip(t *testing.T) {
 
 func TestWriterRotatesAndKeepsMaxFiles(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "records.jsonl")
-	w, err := NewWriter(path, 2048, 2)
+	w, err := NewWriter(path, WriterOptions{MaxBytes: 2048, MaxFiles: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,9 +77,9 @@ func TestWriterRotatesAndKeepsMaxFiles(t *testing.T) {
 		if st.Size() > 2048 {
 			t.Errorf("%s is %d bytes, over the 2048 limit", p, st.Size())
 		}
-		recs, err := ReadFiles(p)
-		if err != nil {
-			t.Fatal(err)
+		recs, stats, err := ReadFiles(p)
+		if err != nil || stats.Skipped != 0 {
+			t.Fatal(err, stats)
 		}
 		total += len(recs)
 	}
@@ -85,25 +87,19 @@ func TestWriterRotatesAndKeepsMaxFiles(t *testing.T) {
 		t.Fatalf("kept %d records of %d: rotation should have dropped the oldest files", total, n)
 	}
 	// The newest record is in the current file.
-	recs, _ := ReadFiles(path)
+	recs, _, _ := ReadFiles(path)
 	if last := recs[len(recs)-1]; last != sample(n-1) {
 		t.Fatalf("last record in the current file = %+v", last)
 	}
 }
 
 func TestWriterNeverBlocks(t *testing.T) {
-	w := &Writer{queue: make(chan Record, 1)}
+	var c counts
+	w := &Writer{queue: make(chan Record, 1), opts: WriterOptions{Counter: &c}}
 	w.Write(sample(1))
 	w.Write(sample(2)) // queue full, nobody draining: dropped, not blocked
-	if w.Dropped() != 1 {
-		t.Fatalf("Dropped() = %d, want 1", w.Dropped())
-	}
-}
-
-func TestReadNamesMalformedLine(t *testing.T) {
-	_, err := Read(strings.NewReader(`{"config":"A"}` + "\n\n" + `{"config":` + "\n"))
-	if err == nil || !strings.Contains(err.Error(), "line 3") {
-		t.Fatalf("error %v does not name line 3", err)
+	if w.Dropped() != 1 || c.dropped(exporter.RecordDropQueueFull) != 1 {
+		t.Fatalf("Dropped() = %d, counted %v; want 1 queue_full", w.Dropped(), c.snapshot())
 	}
 }
 
@@ -119,7 +115,7 @@ func TestRecordsHoldNoPromptText(t *testing.T) {
 // A request cut at the end of the shutdown grace period may finish after the
 // file is closed; its record is dropped, not a panic.
 func TestWriteAfterCloseIsDropped(t *testing.T) {
-	w, err := NewWriter(filepath.Join(t.TempDir(), "records.jsonl"), 1<<20, 0)
+	w, err := NewWriter(filepath.Join(t.TempDir(), "records.jsonl"), WriterOptions{MaxBytes: 1 << 20})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,9 +128,102 @@ func TestWriteAfterCloseIsDropped(t *testing.T) {
 	}
 }
 
-func TestReadNamesOverlongLine(t *testing.T) {
-	_, err := Read(strings.NewReader(`{"config":"A"}` + "\n" + strings.Repeat("x", 2<<20) + "\n"))
-	if err == nil || !strings.Contains(err.Error(), "line 2") {
-		t.Fatalf("error %v does not name line 2", err)
+func TestReadSkipsCorruptAndOverlongLines(t *testing.T) {
+	whole := func(i int) string {
+		b, err := json.Marshal(sample(i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	input := strings.Join([]string{
+		whole(1),
+		"",
+		`{"time":"2026-11-02T09:00:00Z","config":"A","cl`, // partial line a crash left
+		whole(2),
+		"   ",
+		strings.Repeat("x", 2<<20), // overlong
+		whole(3) + whole(4),        // two records glued together
+		"not json",
+		whole(5), // no trailing newline
+	}, "\n")
+	got, stats, err := Read(strings.NewReader(input))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Record{sample(1), sample(2), sample(5)}
+	if !slices.Equal(got, want) {
+		t.Errorf("read %d records %+v, want records 1, 2 and 5", len(got), got)
+	}
+	if stats != (ReadStats{Skipped: 4, FirstSkippedLine: 3}) {
+		t.Errorf("stats = %+v, want 4 skipped, the first on line 3", stats)
+	}
+}
+
+func TestReadOverlongLastLine(t *testing.T) {
+	got, stats, err := Read(strings.NewReader(`{"config":"A"}` + "\n" + strings.Repeat("x", 2<<20)))
+	if err != nil || len(got) != 1 || stats.Skipped != 1 || stats.FirstSkippedLine != 2 {
+		t.Fatalf("read %d records, %+v, %v; want 1 record and line 2 skipped", len(got), stats, err)
+	}
+}
+
+func TestReadFilesNamesFirstSkippedFile(t *testing.T) {
+	dir := t.TempDir()
+	clean, torn := filepath.Join(dir, "records.jsonl.1"), filepath.Join(dir, "records.jsonl")
+	os.WriteFile(clean, []byte(`{"config":"A"}`+"\n"), 0o600)
+	os.WriteFile(torn, []byte(`{"config":"B"}`+"\n"+`{"config":`+"\n"+`{"con`), 0o600)
+	got, stats, err := ReadFiles(clean, torn)
+	if err != nil || len(got) != 2 {
+		t.Fatalf("read %d records, %v; want 2", len(got), err)
+	}
+	if stats != (ReadStats{Skipped: 2, FirstSkippedFile: torn, FirstSkippedLine: 2}) {
+		t.Errorf("stats = %+v, want 2 skipped, the first at %s:2", stats, torn)
+	}
+}
+
+func FuzzRead(f *testing.F) {
+	line, _ := json.Marshal(sample(1))
+	f.Add(string(line) + "\n" + string(line))
+	f.Add("{\"config\":\n\n\r\n{}")
+	f.Fuzz(func(t *testing.T, input string) {
+		if len(input) > 1<<16 {
+			return
+		}
+		got, stats, err := Read(strings.NewReader(input))
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines := strings.Count(input, "\n") + 1
+		if len(got)+stats.Skipped > lines || (stats.Skipped > 0) != (stats.FirstSkippedLine > 0) || stats.FirstSkippedLine > lines {
+			t.Fatalf("%d records and %+v from %d lines", len(got), stats, lines)
+		}
+	})
+}
+
+func TestFinishReasonIsBounded(t *testing.T) {
+	for reason, want := range map[string]string{
+		"stop": "stop", "tool_calls": "tool_calls", "max_output_tokens": "max_output_tokens", "": "",
+		"end_turn": "end_turn", "model:eos-1.2": "model:eos-1.2",
+		strings.Repeat("a", 64): strings.Repeat("a", 64),
+		strings.Repeat("a", 65): FinishReasonOther,
+		"stop because":          FinishReasonOther,
+		"stop\n":                FinishReasonOther,
+		"arrêt":                 FinishReasonOther,
+	} {
+		if got := New(time.Time{}, exporter.ConfigA, exporter.ClassFresh, "", exporter.Observation{FinishReason: reason}).FinishReason; got != want {
+			t.Errorf("finish reason %q recorded as %q, want %q", reason, got, want)
+		}
+	}
+}
+
+// A hostile upstream's 900 KB finish reason made a 5 MB record line.
+func TestHugeFinishReasonKeepsTheLineSmall(t *testing.T) {
+	o := exporter.Observation{Outcome: exporter.OutcomeCompleted, FinishReason: strings.Repeat(`"\u2028<`, 900_000/8)}
+	line, err := json.Marshal(New(time.Now(), exporter.ConfigA, exporter.ClassFresh, "0123456789abcdef", o))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(line) >= 1024 {
+		t.Fatalf("record line is %d bytes, want under 1 KB", len(line))
 	}
 }

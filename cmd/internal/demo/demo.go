@@ -163,7 +163,7 @@ func Run(ctx context.Context, c Config, stdout, stderr io.Writer) error {
 		return err
 	}
 
-	recs, err := record.ReadFiles(recordPath)
+	recs, read, err := record.ReadFiles(recordPath)
 	if err != nil {
 		return err
 	}
@@ -178,7 +178,7 @@ func Run(ctx context.Context, c Config, stdout, stderr io.Writer) error {
 	if c.NoReport {
 		return nil
 	}
-	rep, err := report.FromRecords(recs, report.DefaultOptions())
+	rep, err := report.FromRecords(recs, read, report.DefaultOptions())
 	if err != nil {
 		return err
 	}

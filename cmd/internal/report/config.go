@@ -143,11 +143,11 @@ func Run(ctx context.Context, c Config, stdout io.Writer) (exitCode int, err err
 			return ExitError, err
 		}
 	} else {
-		recs, err := record.ReadFiles(c.Records...)
+		recs, read, err := record.ReadFiles(c.Records...)
 		if err != nil {
 			return ExitError, err
 		}
-		if r, err = FromRecords(recs, o); err != nil {
+		if r, err = FromRecords(recs, read, o); err != nil {
 			return ExitError, err
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"flag"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -117,5 +118,50 @@ func TestRun(t *testing.T) {
 				t.Errorf("output does not contain %q:\n%s", tc.wantOut, out.String())
 			}
 		})
+	}
+}
+
+// A crash's partial line and an overlong line are skipped, and every format
+// says so.
+func TestRunSkipsCorruptLines(t *testing.T) {
+	path := writeRecords(t, seedRecords())
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, rest, _ := bytes.Cut(b, []byte("\n"))
+	torn := slices.Concat(first, []byte("\n"+`{"time":"2026-11-02T09:00:00Z","con`+"\n"), rest, bytes.Repeat([]byte("x"), 2<<20))
+	if err := os.WriteFile(path, torn, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	want := "2 corrupt or overlong record lines skipped (first at " + path + ":2)"
+	for _, format := range []string{"text", "markdown", "json"} {
+		var out bytes.Buffer
+		code, err := Run(context.Background(), parseFlags(t, "--records", path, "--format", format), &out)
+		if code != ExitOK || err != nil {
+			t.Fatalf("%s: exit code %d, %v", format, code, err)
+		}
+		if format == "json" {
+			var j jsonReport
+			if err := json.Unmarshal(out.Bytes(), &j); err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Contains(j.Validity.Warnings, want) {
+				t.Errorf("json warnings %q lack %q", j.Validity.Warnings, want)
+			}
+			continue
+		}
+		wantContains(t, format, out.String(), want, "fresh: B raised the system output rate")
+	}
+}
+
+func TestRunWithOnlyCorruptLines(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "records.jsonl")
+	if err := os.WriteFile(path, []byte(`{"time":`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, err := Run(context.Background(), parseFlags(t, "--records", path), io.Discard)
+	if want := "no records; 1 corrupt or overlong record line skipped (first at " + path + ":1)"; code != ExitError || err == nil || err.Error() != want {
+		t.Fatalf("exit code %d, %v; want %q", code, err, want)
 	}
 }

@@ -15,9 +15,13 @@ import (
 
 // FromRecords compares A and B on per-request records. Quantiles are exact
 // order statistics of the individual timings; A and B records of one
-// mirrored request are joined by pair ID.
-func FromRecords(recs []record.Record, o Options) (*Report, error) {
+// mirrored request are joined by pair ID. The lines the reader skipped
+// (read) are reported among the warnings.
+func FromRecords(recs []record.Record, read record.ReadStats, o Options) (*Report, error) {
 	if len(recs) == 0 {
+		if read.Skipped > 0 {
+			return nil, errors.New("no records; " + skippedLines(read))
+		}
 		return nil, errors.New("no records")
 	}
 	type pair struct{ a, b *record.Record }
@@ -26,6 +30,9 @@ func FromRecords(recs []record.Record, o Options) (*Report, error) {
 	var production map[string]float64
 	estimated := 0
 	ev := evidence{source: "records", skippedShare: math.NaN()}
+	if read.Skipped > 0 {
+		ev.warnings = append(ev.warnings, skippedLines(read))
+	}
 	ev.window.Start, ev.window.End = recs[0].Start, recs[0].End()
 	for i := range recs {
 		r := &recs[i]
@@ -138,6 +145,20 @@ func FromRecords(recs []record.Record, o Options) (*Report, error) {
 		"Paired: pairs both arms completed, joined by pair ID; B faster when its first token came first; Wilson 95% interval.",
 	}
 	return build(ev, o), nil
+}
+
+// skippedLines says how many record lines the reader skipped, and where the
+// first was.
+func skippedLines(s record.ReadStats) string {
+	where := fmt.Sprintf("line %d", s.FirstSkippedLine)
+	if s.FirstSkippedFile != "" {
+		where = fmt.Sprintf("%s:%d", s.FirstSkippedFile, s.FirstSkippedLine)
+	}
+	lines := "lines"
+	if s.Skipped == 1 {
+		lines = "line"
+	}
+	return fmt.Sprintf("%d corrupt or overlong record %s skipped (first at %s)", s.Skipped, lines, where)
 }
 
 func recordArm(recs []record.Record) armInput {

@@ -14,7 +14,7 @@ import (
 
 func fromRecords(t *testing.T, recs []record.Record) *Report {
 	t.Helper()
-	r, err := FromRecords(recs, DefaultOptions())
+	r, err := FromRecords(recs, record.ReadStats{}, DefaultOptions())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -285,12 +285,12 @@ func TestRepresentativeMixedReplay(t *testing.T) {
 }
 
 func TestFromRecordsErrors(t *testing.T) {
-	if _, err := FromRecords(nil, DefaultOptions()); err == nil || err.Error() != "no records" {
+	if _, err := FromRecords(nil, record.ReadStats{}, DefaultOptions()); err == nil || err.Error() != "no records" {
 		t.Errorf("no records: err = %v", err)
 	}
 	recs := seedFresh.records(nil)
 	recs[3].Config = "C"
-	if _, err := FromRecords(recs, DefaultOptions()); err == nil || err.Error() != `record 4: unknown config "C"` {
+	if _, err := FromRecords(recs, record.ReadStats{}, DefaultOptions()); err == nil || err.Error() != `record 4: unknown config "C"` {
 		t.Errorf("unknown config: err = %v", err)
 	}
 }

@@ -64,7 +64,8 @@ func Run(ctx context.Context, cfg proxy.Config, o Options) error {
 
 	var records *record.Writer
 	if cfg.RecordPath != "" {
-		w, err := record.NewWriter(cfg.RecordPath, cfg.RecordMaxBytes, cfg.RecordMaxFiles)
+		w, err := record.NewWriter(cfg.RecordPath, record.WriterOptions{
+			MaxBytes: cfg.RecordMaxBytes, MaxFiles: cfg.RecordMaxFiles, Log: o.Log, Counter: metrics})
 		if err != nil {
 			return fmt.Errorf("TANDEM_RECORD_PATH: %w", err)
 		}
@@ -155,7 +156,7 @@ func Run(ctx context.Context, cfg proxy.Config, o Options) error {
 			o.Log.Error("record file", "err", err)
 		}
 		if n := records.Dropped(); n > 0 {
-			o.Log.Warn("records dropped because the disk fell behind", "count", n)
+			o.Log.Warn("records lost to a full queue or write errors; see tandem_records_dropped_total", "count", n)
 		}
 	}
 	if serveErr != nil && !errors.Is(serveErr, http.ErrServerClosed) {

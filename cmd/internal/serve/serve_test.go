@@ -6,9 +6,11 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -16,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sethvargo/go-envconfig"
 	"go.uber.org/goleak"
 
@@ -29,43 +32,48 @@ const chatBody = `{"model":"m","stream":true,"messages":[{"role":"user","content
 
 // running is tandem serve in-process; cancel stands in for SIGTERM.
 type running struct {
-	proxyAddr string
-	records   string
-	cancel    context.CancelFunc
-	done      chan error
+	proxyAddr   string
+	metricsAddr string
+	records     string
+	cancel      context.CancelFunc
+	done        chan error
 }
 
 func start(t *testing.T, prod, a, b *testupstream.Server, grace string) *running {
 	t.Helper()
-	return startWith(t, prod.URL, a, b, grace)
+	return startWith(t, prod.URL, a, b, map[string]string{"TANDEM_SHUTDOWN_GRACE": grace}, nil)
 }
 
-func startWith(t *testing.T, prodURL string, a, b *testupstream.Server, grace string) *running {
+// startWith is start with the variables in env added or replaced and, when
+// reg is not nil, tandem's metrics in reg.
+func startWith(t *testing.T, prodURL string, a, b *testupstream.Server, env map[string]string, reg *prometheus.Registry) *running {
 	t.Helper()
-	r := &running{records: filepath.Join(t.TempDir(), "records.jsonl"), done: make(chan error, 1)}
-	cfg, err := proxy.LoadConfig(context.Background(), envconfig.MapLookuper(map[string]string{
-		"TANDEM_LISTEN_ADDR":    "127.0.0.1:0",
-		"TANDEM_METRICS_ADDR":   "127.0.0.1:0",
-		"TANDEM_PRIMARY_URL":    prodURL,
-		"TANDEM_A_URL":          a.URL,
-		"TANDEM_B_URL":          b.URL,
-		"TANDEM_SAMPLE_RATE":    "1",
-		"TANDEM_SAMPLE_BY":      "request",
-		"TANDEM_RECORD_PATH":    r.records,
-		"TANDEM_SHUTDOWN_GRACE": grace,
-	}))
+	vars := map[string]string{
+		"TANDEM_LISTEN_ADDR":  "127.0.0.1:0",
+		"TANDEM_METRICS_ADDR": "127.0.0.1:0",
+		"TANDEM_PRIMARY_URL":  prodURL,
+		"TANDEM_A_URL":        a.URL,
+		"TANDEM_B_URL":        b.URL,
+		"TANDEM_SAMPLE_RATE":  "1",
+		"TANDEM_SAMPLE_BY":    "request",
+		"TANDEM_RECORD_PATH":  filepath.Join(t.TempDir(), "records.jsonl"),
+	}
+	maps.Copy(vars, env)
+	r := &running{records: vars["TANDEM_RECORD_PATH"], done: make(chan error, 1)}
+	cfg, err := proxy.LoadConfig(context.Background(), envconfig.MapLookuper(vars))
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	r.cancel = cancel
-	listening := make(chan string, 1)
+	listening := make(chan [2]string, 1)
 	go func() {
-		r.done <- Run(ctx, cfg, Options{Version: "test", Log: slog.New(slog.DiscardHandler),
-			Listening: func(proxyAddr, _ string) { listening <- proxyAddr }})
+		r.done <- Run(ctx, cfg, Options{Version: "test", Log: slog.New(slog.DiscardHandler), Registry: reg,
+			Listening: func(proxyAddr, metricsAddr string) { listening <- [2]string{proxyAddr, metricsAddr} }})
 	}()
 	select {
-	case r.proxyAddr = <-listening:
+	case addrs := <-listening:
+		r.proxyAddr, r.metricsAddr = addrs[0], addrs[1]
 	case err := <-r.done:
 		t.Fatalf("Run returned before listening: %v", err)
 	case <-time.After(10 * time.Second):
@@ -94,9 +102,9 @@ func (r *running) stop(t *testing.T) error {
 // outcomes reads the record file: config to outcomes.
 func (r *running) outcomes(t *testing.T) map[string][]string {
 	t.Helper()
-	recs, err := record.ReadFiles(r.records)
-	if err != nil {
-		t.Fatal(err)
+	recs, stats, err := record.ReadFiles(r.records)
+	if err != nil || stats.Skipped != 0 {
+		t.Fatal(err, stats)
 	}
 	out := map[string][]string{}
 	for _, rec := range recs {
@@ -249,6 +257,71 @@ func TestFailedStartClosesRecordFile(t *testing.T) {
 	}
 }
 
+// A record file that cannot be written costs records, never requests or
+// readiness; the errors are counted.
+func TestRecordWriteErrorsSpareRequestsAndReadiness(t *testing.T) {
+	if _, err := os.Stat("/dev/full"); err != nil {
+		t.Skip("no /dev/full")
+	}
+	prod, a, b := testupstream.New(testupstream.Script{}), testupstream.New(testupstream.Script{}), testupstream.New(testupstream.Script{})
+	for _, u := range []*testupstream.Server{prod, a, b} {
+		t.Cleanup(u.Close)
+	}
+	reg := prometheus.NewRegistry()
+	r := startWith(t, prod.URL, a, b, map[string]string{"TANDEM_RECORD_PATH": "/dev/full"}, reg)
+
+	resp, err := http.Post("http://"+r.proxyAddr+"/v1/chat/completions", "application/json", strings.NewReader(chatBody))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil || resp.StatusCode != http.StatusOK || string(body) != testupstream.StreamBody(3) {
+		t.Fatalf("status %d, %q, %v: want production's stream", resp.StatusCode, body, err)
+	}
+	counted := func() (writeErrors, lost float64) {
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, mf := range mfs {
+			for _, m := range mf.GetMetric() {
+				switch mf.GetName() {
+				case exporter.MetricRecordWriteErrors:
+					writeErrors += m.GetCounter().GetValue()
+				case exporter.MetricRecordsDropped:
+					for _, l := range m.GetLabel() {
+						if l.GetName() == exporter.LabelReason && l.GetValue() == exporter.RecordDropWriteError {
+							lost += m.GetCounter().GetValue()
+						}
+					}
+				}
+			}
+		}
+		return writeErrors, lost
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if writeErrors, lost := counted(); writeErrors > 0 && lost > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no record write error counted")
+		}
+	}
+	ready, err := http.Get("http://" + r.metricsAddr + "/-/ready")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ready.Body.Close()
+	if ready.StatusCode != http.StatusOK {
+		t.Errorf("/-/ready = %d while records fail, want 200", ready.StatusCode)
+	}
+	r.cancel()
+	if err := r.stop(t); err != nil {
+		t.Fatalf("Run = %v, want nil: losing records is not a failure of tandem", err)
+	}
+}
+
 func TestHandlerGateTurnsAwayHandlersAfterClose(t *testing.T) {
 	var g handlerGate
 	if !g.enter() {
@@ -300,7 +373,7 @@ func TestShutdownClosesUpgradedConnectionsAfterGrace(t *testing.T) {
 	a, b := testupstream.New(testupstream.Script{}), testupstream.New(testupstream.Script{})
 	t.Cleanup(a.Close)
 	t.Cleanup(b.Close)
-	r := startWith(t, prod.URL, a, b, "1s")
+	r := startWith(t, prod.URL, a, b, map[string]string{"TANDEM_SHUTDOWN_GRACE": "1s"}, nil)
 
 	conn, err := net.Dial("tcp", r.proxyAddr)
 	if err != nil {
