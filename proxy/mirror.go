@@ -3,7 +3,6 @@ package proxy
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -218,39 +217,4 @@ func (s *Server) measureShadow(arm *upstream, api sse.API, req *http.Request) sh
 		}
 	}
 	return res
-}
-
-// rewriteBody returns the body sent to an arm: stream on, usage requested
-// (chat and completions), model replaced when set. Other fields pass as they
-// are.
-func rewriteBody(api sse.API, body []byte, model string) ([]byte, error) {
-	var fields map[string]json.RawMessage
-	if err := json.Unmarshal(body, &fields); err != nil {
-		return nil, err
-	}
-	fields["stream"] = json.RawMessage("true")
-	if api == sse.APIChatCompletions || api == sse.APICompletions {
-		opts := map[string]json.RawMessage{}
-		if raw, ok := fields["stream_options"]; ok {
-			// A stream_options that is not an object is replaced.
-			_ = json.Unmarshal(raw, &opts)
-			if opts == nil {
-				opts = map[string]json.RawMessage{}
-			}
-		}
-		opts["include_usage"] = json.RawMessage("true")
-		raw, err := json.Marshal(opts)
-		if err != nil {
-			return nil, err
-		}
-		fields["stream_options"] = raw
-	}
-	if model != "" {
-		raw, err := json.Marshal(model)
-		if err != nil {
-			return nil, err
-		}
-		fields["model"] = raw
-	}
-	return json.Marshal(fields)
 }

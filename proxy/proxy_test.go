@@ -401,7 +401,7 @@ func TestRewriteBody(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := `{"model":"y","n":1,"stream":true,"stream_options":{"continuous_usage_stats":true,"include_usage":true}}`
+	want := `{"n":1,"stream":true,"stream_options":{"continuous_usage_stats":true,"include_usage":true},"model":"y"}`
 	if string(got) != want {
 		t.Fatalf("got %s\nwant %s", got, want)
 	}

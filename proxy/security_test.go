@@ -347,8 +347,18 @@ func TestSmugglingIsAnsweredAsGoAndNeverMirrored(t *testing.T) {
 		r.prod.Forget()
 		want := exchange(t, plain.Listener.Addr().String(), tc.raw)
 		got := exchange(t, r.front.Listener.Addr().String(), tc.raw)
+		if tc.brokenBody {
+			// A body that breaks mid-read is the client's fault: tandem
+			// answers 400 where the plain proxy blames the backend (502).
+			want = slices.Clone(want)
+			for i, status := range want {
+				if status == http.StatusBadGateway {
+					want[i] = http.StatusBadRequest
+				}
+			}
+		}
 		if !slices.Equal(got, want) {
-			t.Errorf("%s: tandem answered %v, a plain reverse proxy %v", tc.name, got, want)
+			t.Errorf("%s: tandem answered %v, a plain reverse proxy %v (502 read as 400 for a broken body)", tc.name, got, want)
 		}
 		if tc.brokenBody {
 			continue

@@ -1,9 +1,9 @@
 package classify
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 )
 
 // Prompt is the canonical form of one request's prompt.
@@ -20,6 +20,10 @@ type Prompt struct {
 // KeyBytes bounds the conversation key of a prompt without a user message.
 const KeyBytes = 1024
 
+// maxBodyBytes bounds the bodies ParsePrompt reads, so that offsets into
+// them fit an int32.
+const maxBodyBytes = math.MaxInt32
+
 // ErrNoPrompt is returned for a body without messages, input or prompt of a
 // supported shape.
 var ErrNoPrompt = errors.New("classify: no messages, input or prompt of a supported shape")
@@ -34,13 +38,70 @@ const (
 
 const roleUser = "user"
 
-// requestBody holds the prompt fields of the chat completions (messages),
-// Responses (instructions, input) and completions (prompt) APIs.
-type requestBody struct {
-	Messages     any `json:"messages"`
-	Instructions any `json:"instructions"`
-	Input        any `json:"input"`
-	Prompt       any `json:"prompt"`
+// fields holds the prompt fields of a body: chat completions (messages),
+// Responses (instructions, input) and completions (prompt). Each is the raw
+// JSON value of the field's last member, nil when it is missing or null.
+type fields struct {
+	messages, instructions, input, prompt []byte
+}
+
+// field returns the field a member key names, matched as json.Unmarshal
+// matches struct fields (case-insensitively), or nil.
+func (f *fields) field(key []byte) *[]byte {
+	switch {
+	case foldsTo(key, "messages"):
+		return &f.messages
+	case foldsTo(key, "instructions"):
+		return &f.instructions
+	case foldsTo(key, "input"):
+		return &f.input
+	case foldsTo(key, "prompt"):
+		return &f.prompt
+	}
+	return nil
+}
+
+// readFields validates body as json.Unmarshal into a struct of the four
+// fields, typed any, would: one JSON object, its prompt fields decodable.
+// It reports false for anything else.
+func readFields(body []byte) (f fields, ok bool) {
+	var v validator
+	i := skipSpace(body, 0)
+	if i == len(body) || body[i] != '{' {
+		return f, false
+	}
+	if i = skipSpace(body, i+1); i < len(body) && body[i] == '}' {
+		return f, skipSpace(body, i+1) == len(body)
+	}
+	for {
+		colon := memberValue(body, i)
+		if colon < 0 {
+			return f, false
+		}
+		field := f.field(body[i:stringEnd(body, i)])
+		start := skipSpace(body, colon)
+		end := v.valueEnd(body, start, 1, field != nil)
+		if end < 0 {
+			return f, false
+		}
+		if field != nil {
+			*field = body[start:end]
+			if isNull(*field) {
+				*field = nil
+			}
+		}
+		if i = skipSpace(body, end); i == len(body) {
+			return f, false
+		}
+		switch body[i] {
+		case '}':
+			return f, skipSpace(body, i+1) == len(body)
+		case ',':
+			i = skipSpace(body, i+1)
+		default:
+			return f, false
+		}
+	}
 }
 
 // ParsePrompt extracts the canonical prompt and conversation key from a
@@ -48,26 +109,29 @@ type requestBody struct {
 // ErrNoPrompt when the body has no prompt fields of the expected shape; it
 // never quotes the body. When a body has several prompt fields, messages wins
 // over input, and input over prompt.
+//
+// It reads the body where it lies, decoding nothing into Go values: it
+// validates the whole body, then reads the prompt fields twice, to size the
+// text and to write it. It allocates the text and, for objects written as
+// canonical JSON, the order of their keys; the rest of the body costs
+// nothing, however large or deep.
 func ParsePrompt(body []byte) (Prompt, error) {
-	var req requestBody
-	if err := json.Unmarshal(body, &req); err != nil {
+	if len(body) > maxBodyBytes {
+		return Prompt{}, fmt.Errorf("%w: body is over 2 GiB", ErrNoPrompt)
+	}
+	f, ok := readFields(body)
+	if !ok {
 		return Prompt{}, fmt.Errorf("%w: body is not a JSON object", ErrNoPrompt)
 	}
-	e := encoder{keyEnd: -1}
-	var err error
-	switch {
-	case req.Messages != nil:
-		err = e.chat(req.Messages)
-	case req.Input != nil:
-		err = e.responses(req.Instructions, req.Input)
-	case req.Prompt != nil:
-		err = e.completions(req.Prompt)
-	default:
+	if f.messages == nil && f.input == nil && f.prompt == nil {
 		return Prompt{}, ErrNoPrompt
 	}
-	if err != nil {
+	e := encoder{sizing: true}
+	if err := e.prompt(f); err != nil {
 		return Prompt{}, err
 	}
+	e = encoder{buf: make([]byte, 0, e.size), keyEnd: -1}
+	e.prompt(f) // sizing found any shape error
 	if e.keyEnd < 0 {
 		e.keyEnd = min(len(e.buf), KeyBytes)
 	}
@@ -79,25 +143,61 @@ func shapeError(field string) error {
 }
 
 // encoder writes the canonical text and remembers where the conversation key
-// ends (-1 until the first user message is complete).
+// ends (-1 until the first user message is complete). When sizing, it
+// writes nothing and adds up a close upper bound of the text's length: the
+// length of the raw JSON of what it would write.
 type encoder struct {
-	buf    []byte
-	keyEnd int
+	sizing    bool
+	size      int
+	buf       []byte
+	keyEnd    int
+	canonical canonical
 }
 
-func (e *encoder) chat(v any) error {
-	messages, ok := v.([]any)
-	if !ok {
+// Roles and kinds of the canonical text, as the JSON strings they are read
+// from.
+var (
+	noName           = []byte(`""`)
+	nameUser         = []byte(`"user"`)
+	nameInstructions = []byte(`"instructions"`)
+	namePrompt       = []byte(`"prompt"`)
+)
+
+func (e *encoder) prompt(f fields) error {
+	switch {
+	case f.messages != nil:
+		return e.chat(f.messages)
+	case f.input != nil:
+		return e.responses(f.instructions, f.input)
+	default:
+		return e.completions(f.prompt)
+	}
+}
+
+func (e *encoder) chat(v []byte) error {
+	if v[0] != '[' {
 		return shapeError("messages")
 	}
-	for _, item := range messages {
-		m, ok := item.(map[string]any)
-		if !ok && item != nil {
+	for item := range elements(v) {
+		var role, content, calls []byte
+		switch item[0] {
+		case 'n': // a message without role or content
+		case '{':
+			for key, value := range members(item) {
+				switch {
+				case stringIs(key, "role"):
+					role = value
+				case stringIs(key, "content"):
+					content = value
+				case stringIs(key, "tool_calls"):
+					calls = value
+				}
+			}
+		default:
 			return shapeError("messages")
 		}
-		role, _ := m["role"].(string)
-		e.message(role, m["content"])
-		if calls := m["tool_calls"]; calls != nil {
+		e.message(role, content)
+		if calls != nil && !isNull(calls) {
 			e.value(calls)
 		}
 		e.endOf(role)
@@ -105,61 +205,64 @@ func (e *encoder) chat(v any) error {
 	return nil
 }
 
-func (e *encoder) responses(instructions, input any) error {
-	switch input.(type) {
-	case string, []any:
-	default:
+func (e *encoder) responses(instructions, input []byte) error {
+	if !isString(input) && input[0] != '[' {
 		return shapeError("input")
 	}
 	if instructions != nil {
-		e.message("instructions", instructions)
+		e.message(nameInstructions, instructions)
 	}
-	switch v := input.(type) {
-	case string:
-		e.message(roleUser, v)
-		e.endOf(roleUser)
-	case []any:
-		for _, item := range v {
-			e.responseItem(item)
-		}
+	if isString(input) {
+		e.message(nameUser, input)
+		e.endOf(nameUser)
+		return nil
+	}
+	for item := range elements(input) {
+		e.responseItem(item)
 	}
 	return nil
 }
 
 // responseItem writes an input item: a message when it has a role, else a
 // typed item (function_call, function_call_output, ...) as canonical JSON.
-func (e *encoder) responseItem(item any) {
-	m, ok := item.(map[string]any)
-	if !ok {
-		e.typed("", item)
+func (e *encoder) responseItem(item []byte) {
+	if item[0] != '{' {
+		e.typed(noName, item)
 		return
 	}
-	role, ok := m["role"].(string)
-	if !ok {
-		kind, _ := m["type"].(string)
-		e.typed(kind, m)
+	var role, kind, content []byte
+	for key, value := range members(item) {
+		switch {
+		case stringIs(key, "role"):
+			role = value
+		case stringIs(key, "type"):
+			kind = value
+		case stringIs(key, "content"):
+			content = value
+		}
+	}
+	if !isString(role) {
+		e.typed(kind, item)
 		return
 	}
-	e.message(role, m["content"])
+	e.message(role, content)
 	e.endOf(role)
 }
 
-func (e *encoder) completions(v any) error {
-	switch v := v.(type) {
-	case string:
-		e.message("prompt", v)
-	case []any:
-		if len(v) > 0 {
-			if _, tokens := v[0].(float64); tokens {
-				e.header(markItem, "prompt")
-				e.value(v)
-				return nil
-			}
+func (e *encoder) completions(v []byte) error {
+	switch {
+	case isString(v):
+		e.message(namePrompt, v)
+	case v[0] == '[':
+		if isNumber(v[skipSpace(v, 1):]) { // token IDs
+			e.header(markItem, namePrompt)
+			e.value(v)
+			return nil
 		}
-		for _, p := range v {
-			e.header(markItem, "prompt")
-			if text, ok := p.(string); ok {
-				e.text(text)
+		for p := range elements(v) {
+			e.header(markItem, namePrompt)
+			if isString(p) {
+				e.text(p)
 			} else {
 				e.value(p)
 			}
@@ -171,66 +274,89 @@ func (e *encoder) completions(v any) error {
 }
 
 // message writes one message whose content is a string, an array of parts,
-// or any other JSON value, written as a single value part.
-func (e *encoder) message(role string, content any) {
+// or any other JSON value, written as a single value part. A role that is
+// not a string is written empty.
+func (e *encoder) message(role, content []byte) {
 	e.header(markItem, role)
-	switch c := content.(type) {
-	case nil:
-	case string:
-		e.text(c)
-	case []any:
-		for _, part := range c {
+	switch {
+	case content == nil || isNull(content):
+	case isString(content):
+		e.text(content)
+	case content[0] == '[':
+		for part := range elements(content) {
 			e.part(part)
 		}
 	default:
-		e.value(c)
+		e.value(content)
 	}
 }
 
 // part writes a content part: its text when it has one, else its canonical
 // JSON.
-func (e *encoder) part(part any) {
-	if m, ok := part.(map[string]any); ok {
-		if text, ok := m["text"].(string); ok {
+func (e *encoder) part(part []byte) {
+	if part[0] == '{' {
+		var text []byte
+		for key, value := range members(part) {
+			if stringIs(key, "text") {
+				text = value
+			}
+		}
+		if isString(text) {
 			e.text(text)
 			return
 		}
 	}
-	if text, ok := part.(string); ok {
-		e.text(text)
+	if isString(part) {
+		e.text(part)
 		return
 	}
 	e.value(part)
 }
 
-func (e *encoder) typed(kind string, v any) {
+func (e *encoder) typed(kind, v []byte) {
 	e.header(markTyped, kind)
 	e.value(v)
 }
 
-func (e *encoder) header(mark byte, name string) {
+// header writes mark, name (a JSON value, written empty when not a string)
+// and the content mark.
+func (e *encoder) header(mark byte, name []byte) {
+	if !isString(name) {
+		name = noName
+	}
+	if e.sizing {
+		e.size += len(name)
+		return
+	}
 	e.buf = append(e.buf, mark)
-	e.buf = append(e.buf, name...)
+	e.buf = appendText(e.buf, name)
 	e.buf = append(e.buf, markContent)
 }
 
-func (e *encoder) text(s string) {
+// text writes the JSON string s as a text part.
+func (e *encoder) text(s []byte) {
+	if e.sizing {
+		e.size += len(s) - 1
+		return
+	}
 	e.buf = append(e.buf, markText)
-	e.buf = append(e.buf, s...)
+	e.buf = appendText(e.buf, s)
 }
 
-// value writes v as JSON with sorted keys; v comes from json.Unmarshal, so
-// marshalling it cannot fail.
-func (e *encoder) value(v any) {
-	b, _ := json.Marshal(v)
+// value writes the JSON value v as a value part in canonical JSON.
+func (e *encoder) value(v []byte) {
+	if e.sizing {
+		e.size += 1 + len(v)
+		return
+	}
 	e.buf = append(e.buf, markValue)
-	e.buf = append(e.buf, b...)
+	e.buf = e.canonical.appendValue(e.buf, v)
 }
 
 // endOf closes a message with the given role: the conversation key ends
 // after the first user message.
-func (e *encoder) endOf(role string) {
-	if role == roleUser && e.keyEnd < 0 {
+func (e *encoder) endOf(role []byte) {
+	if e.keyEnd < 0 && !e.sizing && stringIs(role, roleUser) {
 		e.keyEnd = len(e.buf)
 	}
 }

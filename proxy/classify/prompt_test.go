@@ -3,7 +3,6 @@ package classify
 import (
 	"bytes"
 	"errors"
-	"math/rand/v2"
 	"testing"
 )
 
@@ -188,17 +187,5 @@ func TestAppendToConversationKeyLeavesTextAlone(t *testing.T) {
 	_ = append(p.ConversationKey, "tail"...)
 	if !bytes.Equal(p.Text[:len(key)], key) || !bytes.Equal(p.ConversationKey, key) {
 		t.Error("appending to ConversationKey changed Text")
-	}
-}
-
-func BenchmarkParsePrompt(b *testing.B) {
-	r := rand.New(rand.NewPCG(10, 10))
-	body := chatBody(b, [2]string{"system", randomText(r, 2048)}, [2]string{"user", randomText(r, 1024)}, [2]string{"assistant", randomText(r, 512)}, [2]string{"user", randomText(r, 512)})
-	b.SetBytes(int64(len(body)))
-	b.ReportAllocs()
-	for b.Loop() {
-		if _, err := ParsePrompt(body); err != nil {
-			b.Fatal(err)
-		}
 	}
 }
