@@ -26,7 +26,10 @@ type Observation struct {
 	TokensEstimated    bool
 	PromptTokens       int
 	CachedPromptTokens int
-	FinishReason       string
+	// FinishReason is the last finish_reason of a chat or completions
+	// response; of a Responses API response, the reason it is incomplete,
+	// else its status. It is at most 64 bytes: a longer one reads "other".
+	FinishReason string
 }
 
 // InterTokenLatency is (last output frame - first output frame) / (tokens - 1).

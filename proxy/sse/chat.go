@@ -92,7 +92,7 @@ func (c *chatChunk) readChoiceMember(r *reader, key []byte) bool {
 
 func (m *Meter) applyChat(c chatChunk) {
 	if c.finish != nil {
-		m.res.finish = unquote(c.finish)
+		m.res.finish = finishReason(c.finish)
 	}
 	m.applyUsage(c.usage)
 	if c.failed {

@@ -119,6 +119,8 @@ func FuzzMeter(f *testing.F) {
 			t.Fatalf("negative token count: %+v", o)
 		case o.TokensEstimated && o.FirstToken && o.OutputTokens == 0:
 			t.Fatalf("output frame not counted: %+v", o)
+		case len(o.FinishReason) > MaxFinishReasonBytes:
+			t.Fatalf("finish reason of %d bytes", len(o.FinishReason))
 		}
 	})
 }

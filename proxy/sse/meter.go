@@ -26,6 +26,35 @@ type Meter struct {
 	res result
 }
 
+// MaxFinishReasonBytes bounds the finish reason a Meter reports (a chat
+// finish_reason, a Responses status or incomplete reason). A longer one,
+// which no server sends, is reported as FinishReasonOther rather than cut.
+const MaxFinishReasonBytes = 64
+
+// FinishReasonOther stands for a finish reason longer than
+// MaxFinishReasonBytes.
+const FinishReasonOther = "other"
+
+// maxQuotedFinishReason is the longest JSON string that can unquote to
+// MaxFinishReasonBytes: six bytes (\uXXXX) for each byte, and two quotes.
+const maxQuotedFinishReason = 6*MaxFinishReasonBytes + 2
+
+// finishReason unquotes the JSON string v as a finish reason, bounded by
+// MaxFinishReasonBytes; it returns "" when v is not a string.
+func finishReason(v []byte) string {
+	switch {
+	case !isString(v):
+		return ""
+	case len(v) > maxQuotedFinishReason:
+		return FinishReasonOther
+	}
+	s := unquote(v)
+	if len(s) > MaxFinishReasonBytes {
+		return FinishReasonOther
+	}
+	return s
+}
+
 // result is what a Meter has read from the body so far.
 type result struct {
 	frames         int  // output frames

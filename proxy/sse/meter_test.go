@@ -1,6 +1,7 @@
 package sse
 
 import (
+	"cmp"
 	"slices"
 	"strconv"
 	"strings"
@@ -511,6 +512,46 @@ func TestMeterFrameAllocs(t *testing.T) {
 		// One write before, one warm-up run and 100 measured runs.
 		if o := m.Observation(); o.OutputTokens != 102 {
 			t.Errorf("%v: %d output frames counted, want 102", api, o.OutputTokens)
+		}
+	}
+}
+
+// TestMeterFinishReasonBound feeds finish reasons of every length that
+// matters, a 900 KB one included, in stream frames and in documents.
+func TestMeterFinishReasonBound(t *testing.T) {
+	huge := strings.Repeat("x", 900<<10)
+	for _, tc := range []struct {
+		name, quoted, want string
+	}{
+		{"short", `"stop"`, "stop"},
+		{"empty", `""`, ""},
+		{"at the bound", `"` + strings.Repeat("x", MaxFinishReasonBytes) + `"`, strings.Repeat("x", MaxFinishReasonBytes)},
+		{"one over", `"` + strings.Repeat("x", MaxFinishReasonBytes+1) + `"`, FinishReasonOther},
+		{"escaped at the bound", `"` + strings.Repeat(`\u00e9`, MaxFinishReasonBytes/2) + `"`, strings.Repeat("é", MaxFinishReasonBytes/2)},
+		{"escaped one over", `"` + strings.Repeat(`\u00e9`, MaxFinishReasonBytes/2) + `x"`, FinishReasonOther},
+		{"900 KB", `"` + huge + `"`, FinishReasonOther},
+	} {
+		chat := `{"choices":[{"index":0,"delta":{},"message":{},"finish_reason":` + tc.quoted + `}]}`
+		incomplete := `{"status":"incomplete","incomplete_details":{"reason":` + tc.quoted + `}}`
+		status := `{"status":` + tc.quoted + `}`
+		for _, c := range []struct {
+			name      string
+			api       API
+			streaming bool
+			body      string
+			fallback  string // the finish reason when tc's is empty
+		}{
+			{"chat frame", APIChatCompletions, true, frame(chat), ""},
+			{"chat document", APIChatCompletions, false, chat, ""},
+			{"responses reason in an event", APIResponses, true, named("response.incomplete", `{"type":"response.incomplete","response":`+incomplete+`}`), "incomplete"},
+			{"responses reason in a document", APIResponses, false, incomplete, "incomplete"},
+			{"responses status in a document", APIResponses, false, status, ""},
+		} {
+			want := cmp.Or(tc.want, c.fallback)
+			o, _ := measure(c.api, c.streaming, []string{c.body}, func(int) time.Time { return start })
+			if o.FinishReason != want {
+				t.Errorf("%s, %s: FinishReason = %.80q, want %q", tc.name, c.name, o.FinishReason, want)
+			}
 		}
 	}
 }

@@ -122,7 +122,7 @@ func (m *Meter) readResponse(response []byte) bool {
 		return true
 	})
 	m.applyUsage(usage)
-	if finish := cmp.Or(unquote(reason), unquote(status)); finish != "" {
+	if finish := cmp.Or(finishReason(reason), finishReason(status)); finish != "" {
 		m.res.finish = finish
 	}
 	return output
