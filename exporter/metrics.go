@@ -26,6 +26,10 @@ type Observation struct {
 	TokensEstimated    bool
 	PromptTokens       int
 	CachedPromptTokens int
+	// ImplausibleUsage is set when the server's usage report was ignored
+	// because it cannot be true (a count above ten million tokens, or more
+	// cached than prompt tokens): the counts are then as if none arrived.
+	ImplausibleUsage bool
 	// FinishReason is the last finish_reason of a chat or completions
 	// response; of a Responses API response, the reason it is incomplete,
 	// else its status. It is at most 64 bytes: a longer one reads "other".
@@ -59,6 +63,7 @@ type Metrics struct {
 	promptTokens  *prometheus.CounterVec
 	cachedTokens  *prometheus.CounterVec
 	estimated     *prometheus.CounterVec
+	implausible   *prometheus.CounterVec
 	pairs         *prometheus.CounterVec
 	tokenMismatch *prometheus.CounterVec
 	ttftDiff      *prometheus.HistogramVec
@@ -110,6 +115,10 @@ func New(reg prometheus.Registerer, classes []string, infos []Info, version, rev
 			Name: MetricEstimatedTokenCounts,
 			Help: "Completed requests whose output tokens were counted from output frames because the server sent no usage.",
 		}, []string{LabelConfig}),
+		implausible: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: MetricImplausibleUsage,
+			Help: "Requests of any outcome whose usage report was ignored because it cannot be true: a count above ten million tokens, or more cached than prompt tokens. Their output tokens were counted from output frames.",
+		}, []string{LabelConfig}),
 		pairs: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: MetricPairs,
 			Help: "Mirrored requests by the outcome of both arms: both_completed, a_failed, b_failed, both_failed.",
@@ -140,7 +149,7 @@ func New(reg prometheus.Registerer, classes []string, infos []Info, version, rev
 	}, []string{"version", "revision", "goversion"})
 
 	reg.MustRegister(m.ttft, m.interToken, m.duration, m.requests, m.outputTokens,
-		m.promptTokens, m.cachedTokens, m.estimated, m.pairs, m.tokenMismatch,
+		m.promptTokens, m.cachedTokens, m.estimated, m.implausible, m.pairs, m.tokenMismatch,
 		m.ttftDiff, m.skipped, m.inFlight, configInfo, buildInfo)
 
 	configs := []string{ConfigProduction}
@@ -174,6 +183,7 @@ func New(reg prometheus.Registerer, classes []string, infos []Info, version, rev
 	}
 	for _, config := range configs {
 		m.estimated.WithLabelValues(config)
+		m.implausible.WithLabelValues(config)
 		if config != ConfigProduction {
 			m.inFlight.WithLabelValues(config)
 		}
@@ -191,6 +201,9 @@ func New(reg prometheus.Registerer, classes []string, infos []Info, version, rev
 // the same kind of request.
 func (m *Metrics) ObserveRequest(config, class string, o Observation) {
 	m.requests.WithLabelValues(config, class, o.Outcome).Inc()
+	if o.ImplausibleUsage {
+		m.implausible.WithLabelValues(config).Inc()
+	}
 	if o.Outcome != OutcomeCompleted {
 		return
 	}

@@ -116,19 +116,21 @@ func (m *Meter) Failed() bool {
 
 // Observation returns the measurement so far, timings relative to start.
 // The caller fills Outcome and Duration. A non-streaming body has no first
-// token.
+// token. Implausible usage (see plausibleUsage) is reported as absent, with
+// ImplausibleUsage set.
 func (m *Meter) Observation() exporter.Observation {
 	m.settle()
 	r := &m.res
-	o := exporter.Observation{
-		OutputTokens:       r.outputTokens,
-		PromptTokens:       r.promptTokens,
-		CachedPromptTokens: r.cachedTokens,
-		FinishReason:       r.finish,
+	o := exporter.Observation{FinishReason: r.finish}
+	if r.plausibleUsage() {
+		o.PromptTokens, o.CachedPromptTokens = r.promptTokens, r.cachedTokens
+	} else {
+		o.ImplausibleUsage = true
 	}
-	if !r.outputReported {
-		o.OutputTokens = r.frames
-		o.TokensEstimated = true
+	if r.outputReported && !o.ImplausibleUsage {
+		o.OutputTokens = r.outputTokens
+	} else {
+		o.OutputTokens, o.TokensEstimated = r.frames, true
 	}
 	if r.firstToken {
 		o.FirstToken = true

@@ -555,3 +555,64 @@ func TestMeterFinishReasonBound(t *testing.T) {
 		}
 	}
 }
+
+// TestMeterImplausibleUsage: usage that cannot be true is reported as
+// absent and flagged; a number that is not a count is simply absent.
+func TestMeterImplausibleUsage(t *testing.T) {
+	usage := func(completion, prompt, cached string) string {
+		return `{"choices":[],"usage":{"prompt_tokens":` + prompt + `,"completion_tokens":` + completion +
+			`,"prompt_tokens_details":{"cached_tokens":` + cached + `}}}`
+	}
+	const absent = -1
+	for _, tc := range []struct {
+		name                       string
+		completion, prompt, cached string
+		output, promptTokens       int // absent: reported as absent
+		implausible                bool
+	}{
+		{"plausible", "5", "100", "64", 5, 100, false},
+		{"at the bound", "10000000", "10000000", "10000000", 10_000_000, 10_000_000, false},
+		{"output over the bound", "10000001", "100", "0", absent, absent, true},
+		{"prompt over the bound", "5", "10000001", "0", absent, absent, true},
+		{"18 digits", "999999999999999999", "100", "0", absent, absent, true},
+		{"40 digits", strings.Repeat("9", 40), "100", "0", absent, absent, true},
+		{"more cached than prompt", "5", "100", "101", absent, absent, true},
+		{"exponent is not a count", "1e3", "100", "0", absent, 100, false},
+		{"huge exponent is not a count", "1e999999", "100", "0", absent, 100, false},
+		{"fraction is not a count", "1.5", "100", "0", absent, 100, false},
+		{"negative is not a count", "-1", "100", "0", absent, 100, false},
+		{"string is not a count", `"5"`, "100", "0", absent, 100, false},
+	} {
+		body := usage(tc.completion, tc.prompt, tc.cached)
+		for _, streaming := range []bool{true, false} {
+			chunks := []string{body}
+			if streaming {
+				chunks = []string{chatDelta(`{"content":"a"}`), chatDelta(`{"content":"b"}`), frame(body), doneFrame}
+			}
+			o, _ := measure(APIChatCompletions, streaming, chunks, func(int) time.Time { return start.Add(tick) })
+			frames := 0
+			if streaming {
+				frames = 2
+			}
+			want := exporter.Observation{FirstToken: streaming, TTFT: ms(10), LastToken: ms(10), OutputTokens: tc.output, ImplausibleUsage: tc.implausible}
+			if !streaming {
+				want.TTFT, want.LastToken = 0, 0
+			}
+			if tc.output == absent {
+				want.OutputTokens, want.TokensEstimated = frames, true
+			}
+			if tc.promptTokens != absent {
+				want.PromptTokens = tc.promptTokens
+				want.CachedPromptTokens, _ = strconv.Atoi(tc.cached)
+			}
+			if o != want {
+				t.Errorf("%s, streaming %v: %+v\nwant %+v", tc.name, streaming, o, want)
+			}
+		}
+	}
+	completed := named("response.completed", `{"type":"response.completed","response":{"status":"completed","usage":{"input_tokens":7,"output_tokens":999999999999999999}}}`)
+	o, _ := measure(APIResponses, true, []string{responsesDelta("response.output_text.delta", `"a"`), completed}, func(int) time.Time { return start })
+	if want := (exporter.Observation{FirstToken: true, OutputTokens: 1, TokensEstimated: true, ImplausibleUsage: true, FinishReason: "completed"}); o != want {
+		t.Errorf("responses: %+v\nwant %+v", o, want)
+	}
+}
