@@ -18,10 +18,8 @@ type Meter struct {
 	emit   func(Event)
 	at     time.Time // arrival of the chunk being parsed
 
-	doc         []byte // non-streaming body, up to MaxDocumentBytes
-	docParsed   int    // len(doc) when res was last computed from doc, or -1
-	docOverflow bool   // doc exceeded MaxDocumentBytes and was released
-	docEnd      docEnd // structure of an overflowed doc
+	doc     *document // a non-streaming body, from its first Write
+	settled bool      // res is up to date with doc
 
 	res result
 }
@@ -73,7 +71,7 @@ type result struct {
 // upstream at start. It expects a text/event-stream body until told
 // otherwise by SetStreaming.
 func NewMeter(api API, start time.Time) *Meter {
-	m := &Meter{api: api, start: start, streaming: true, docParsed: -1}
+	m := &Meter{api: api, start: start, streaming: true}
 	m.emit = m.event
 	return m
 }

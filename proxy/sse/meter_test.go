@@ -331,17 +331,19 @@ func TestMeterFrameTimeIsArrivalOfItsLastByte(t *testing.T) {
 	}
 }
 
+// TestMeterLargeDocument meters a document larger than any bound the meter
+// once had (it kept up to 8 MiB): it is read to its end all the same.
 func TestMeterLargeDocument(t *testing.T) {
-	content := strings.Repeat("a", MaxDocumentBytes)
+	content := strings.Repeat("a", 9<<20)
 	body := `{"choices":[{"message":{"content":"` + content + `\"}]"},"finish_reason":"stop"}],"usage":{"completion_tokens":3}}`
 	for _, tc := range []struct {
-		name  string
-		body  string
-		ended bool
+		name string
+		body string
+		want exporter.Observation
 	}{
-		{"complete", body + "\n", true},
-		{"truncated", body[:len(body)-1], false},
-		{"trailing garbage", body + "x", false},
+		{"complete", body + "\n", exporter.Observation{OutputTokens: 3, FinishReason: "stop"}},
+		{"truncated", body[:len(body)-1], exporter.Observation{TokensEstimated: true}},
+		{"trailing garbage", body + "x", exporter.Observation{TokensEstimated: true}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m := NewMeter(APIChatCompletions, start)
@@ -349,14 +351,11 @@ func TestMeterLargeDocument(t *testing.T) {
 			for c := range slices.Chunk([]byte(tc.body), 64<<10) {
 				m.Write(start, c)
 			}
-			if m.Ended() != tc.ended {
-				t.Fatalf("Ended() = %v, want %v", m.Ended(), tc.ended)
+			if ended := tc.want.FinishReason != ""; m.Ended() != ended {
+				t.Fatalf("Ended() = %v, want %v", m.Ended(), ended)
 			}
-			if got := m.Observation(); got != (exporter.Observation{TokensEstimated: true}) {
-				t.Fatalf("Observation() = %+v, want nothing read", got)
-			}
-			if m.doc != nil {
-				t.Fatalf("meter keeps %d bytes of an oversized document", len(m.doc))
+			if got := m.Observation(); got != tc.want {
+				t.Fatalf("Observation() = %+v, want %+v", got, tc.want)
 			}
 		})
 	}
@@ -409,36 +408,6 @@ func TestAPIForPath(t *testing.T) {
 		api, ok := APIForPath(tc.path)
 		if api != tc.api || ok != tc.ok || api.String() != tc.name {
 			t.Errorf("APIForPath(%q) = %v (%s), %v; want %v (%s), %v", tc.path, int(api), api, ok, int(tc.api), tc.name, tc.ok)
-		}
-	}
-}
-
-func TestDocEnd(t *testing.T) {
-	for _, tc := range []struct {
-		doc      string
-		complete bool
-	}{
-		{`{}`, true},
-		{` [1, {"a": "}]"}] ` + "\n", true},
-		{`{"a":"\"}"}`, true},
-		{`{"a":"\\"}`, true},
-		{`{"a":"\\\"}"}`, true},
-		{`{"a":"\\"`, false},
-		{`{"a":"\"}`, false},
-		{`{"a":[}`, false},
-		{`{}}`, false},
-		{`{} {}`, false},
-		{`}`, false},
-		{``, false},
-	} {
-		for _, pieces := range splits([]byte(tc.doc)) {
-			var d docEnd
-			for _, p := range pieces {
-				d.feed(p)
-			}
-			if d.complete() != tc.complete {
-				t.Fatalf("%s fed as %q: complete() = %v, want %v", tc.doc, pieces, d.complete(), tc.complete)
-			}
 		}
 	}
 }

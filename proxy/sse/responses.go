@@ -83,37 +83,40 @@ func (m *Meter) responsesEvent(ev Event) {
 func (m *Meter) endResponse(response []byte, status string) {
 	m.res.ended = true
 	m.res.finish = status
-	m.readResponse(response)
+	m.applyResponse(readResponse(response))
+}
+
+// responseSummary is what a Responses API response object says.
+type responseSummary struct {
+	status, reason []byte // the last status and incomplete_details.reason, raw
+	usage          usageCounts
+	output         bool // the last "output" is an array with items
+	failed         bool // a non-null "error" object
 }
 
 // readResponse reads a Responses API response object, which the caller has
-// checked to be valid JSON: its usage, and as finish reason its status, or
-// the reason it is incomplete. It reports whether the response has output
-// items.
-func (m *Meter) readResponse(response []byte) bool {
-	var status, reason []byte
-	var usage usageCounts
-	output := false
+// checked to be valid JSON.
+func readResponse(response []byte) (s responseSummary) {
 	r := reader{b: response}
 	r.object(func(key []byte) bool {
 		switch string(key) {
 		case "status":
-			status = r.value()
+			s.status = r.value()
 		case "incomplete_details":
 			r.object(func(key []byte) bool {
 				if string(key) != "reason" {
 					return false
 				}
-				reason = r.value()
+				s.reason = r.value()
 				return true
 			})
 		case "usage":
-			usage.read(&r, responsesUsage)
+			s.usage.read(&r, responsesUsage)
 		case "output":
-			output = nonEmptyArray(r.value())
+			s.output = nonEmptyArray(r.value())
 		case "error":
 			if r.peek() == '{' {
-				m.res.failed = true
+				s.failed = true
 			}
 			return false
 		default:
@@ -121,9 +124,17 @@ func (m *Meter) readResponse(response []byte) bool {
 		}
 		return true
 	})
-	m.applyUsage(usage)
-	if finish := cmp.Or(finishReason(reason), finishReason(status)); finish != "" {
+	return s
+}
+
+// applyResponse takes a response's usage, and as finish reason the reason
+// it is incomplete, or else its status.
+func (m *Meter) applyResponse(s responseSummary) {
+	if s.failed {
+		m.res.failed = true
+	}
+	m.applyUsage(s.usage)
+	if finish := cmp.Or(finishReason(s.reason), finishReason(s.status)); finish != "" {
 		m.res.finish = finish
 	}
-	return output
 }
