@@ -6,8 +6,10 @@ import (
 	"github.com/kestrelops/tandem/exporter"
 )
 
-// Meter measures one response body as the proxy forwards it. It is not safe
-// for concurrent use: call Write from the goroutine that reads the body, and
+// Meter measures one response body as the proxy forwards it. It holds, for
+// a stream, its Parser's buffers (see MaxLineBytes); for a non-streaming
+// body, about 2.6 KiB whatever the body's length. It is not safe for
+// concurrent use: call Write from the goroutine that reads the body, and
 // Ended and Observation after it, or from that same goroutine.
 type Meter struct {
 	api       API
