@@ -26,7 +26,14 @@ type Observation struct {
 	TokensEstimated    bool
 	PromptTokens       int
 	CachedPromptTokens int
-	FinishReason       string
+	// ImplausibleUsage is set when the server's usage report was ignored
+	// because it cannot be true (a count above ten million tokens, or more
+	// cached than prompt tokens): the counts are then as if none arrived.
+	ImplausibleUsage bool
+	// FinishReason is the last finish_reason of a chat or completions
+	// response; of a Responses API response, the reason it is incomplete,
+	// else its status. It is at most 64 bytes: a longer one reads "other".
+	FinishReason string
 }
 
 // InterTokenLatency is (last output frame - first output frame) / (tokens - 1).
@@ -56,6 +63,7 @@ type Metrics struct {
 	promptTokens  *prometheus.CounterVec
 	cachedTokens  *prometheus.CounterVec
 	estimated     *prometheus.CounterVec
+	implausible   *prometheus.CounterVec
 	pairs         *prometheus.CounterVec
 	tokenMismatch *prometheus.CounterVec
 	ttftDiff      *prometheus.HistogramVec
@@ -92,7 +100,7 @@ func New(reg prometheus.Registerer, classes []string, infos []Info, version, rev
 			LabelConfig, LabelClass),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: MetricRequests,
-			Help: "Requests measured, by outcome: completed (2xx, stream ended properly), error (non-2xx, transport failure or an error reported in the body), timeout, canceled, incomplete (stream cut before its end).",
+			Help: "Requests measured, by outcome: completed (2xx, stream ended properly), error (non-2xx, transport failure or an error reported in the body), timeout, canceled, incomplete (stream cut before its end), truncated (a shadow tandem cut over its read limits).",
 		}, []string{LabelConfig, LabelClass, LabelOutcome}),
 		outputTokens: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: MetricOutputTokens,
@@ -109,6 +117,10 @@ func New(reg prometheus.Registerer, classes []string, infos []Info, version, rev
 		estimated: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: MetricEstimatedTokenCounts,
 			Help: "Completed requests whose output tokens were counted from output frames because the server sent no usage.",
+		}, []string{LabelConfig}),
+		implausible: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: MetricImplausibleUsage,
+			Help: "Requests of any outcome whose usage report was ignored because it cannot be true: a count above ten million tokens, or more cached than prompt tokens. Their output tokens were counted from output frames.",
 		}, []string{LabelConfig}),
 		pairs: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: MetricPairs,
@@ -152,7 +164,7 @@ func New(reg prometheus.Registerer, classes []string, infos []Info, version, rev
 	}, []string{"version", "revision", "goversion"})
 
 	reg.MustRegister(m.ttft, m.interToken, m.duration, m.requests, m.outputTokens,
-		m.promptTokens, m.cachedTokens, m.estimated, m.pairs, m.tokenMismatch,
+		m.promptTokens, m.cachedTokens, m.estimated, m.implausible, m.pairs, m.tokenMismatch,
 		m.ttftDiff, m.skipped, m.inFlight, m.buffered, m.recordErrors, m.recordsLost, configInfo, buildInfo)
 
 	configs := []string{ConfigProduction}
@@ -186,6 +198,7 @@ func New(reg prometheus.Registerer, classes []string, infos []Info, version, rev
 	}
 	for _, config := range configs {
 		m.estimated.WithLabelValues(config)
+		m.implausible.WithLabelValues(config)
 		if config != ConfigProduction {
 			m.inFlight.WithLabelValues(config)
 		}
@@ -206,6 +219,9 @@ func New(reg prometheus.Registerer, classes []string, infos []Info, version, rev
 // the same kind of request.
 func (m *Metrics) ObserveRequest(config, class string, o Observation) {
 	m.requests.WithLabelValues(config, class, o.Outcome).Inc()
+	if o.ImplausibleUsage {
+		m.implausible.WithLabelValues(config).Inc()
+	}
 	if o.Outcome != OutcomeCompleted {
 		return
 	}

@@ -15,8 +15,9 @@ func TestREADMEMetricTable(t *testing.T) {
 	for _, name := range []string{
 		MetricTimeToFirstToken, MetricInterTokenLatency, MetricRequestDuration, MetricRequests,
 		MetricOutputTokens, MetricPromptTokens, MetricCachedPromptTokens, MetricEstimatedTokenCounts,
-		MetricPairs, MetricPairOutputTokensMismatch, MetricTTFTDifference, MetricMirrorSkipped,
-		MetricShadowInFlight, MetricConfigInfo, MetricBuildInfo, MetricRecordWriteErrors, MetricRecordsDropped,
+		MetricImplausibleUsage, MetricPairs, MetricPairOutputTokensMismatch, MetricTTFTDifference,
+		MetricMirrorSkipped, MetricShadowInFlight, MetricBufferedBytes, MetricConfigInfo, MetricBuildInfo,
+		MetricRecordWriteErrors, MetricRecordsDropped,
 	} {
 		if !strings.Contains(string(readme), "| `"+name+"` |") {
 			t.Errorf("README.md's metric table lacks %s", name)

@@ -91,6 +91,7 @@ const (
 	MetricPromptTokens             = "tandem_prompt_tokens_total"
 	MetricCachedPromptTokens       = "tandem_cached_prompt_tokens_total"
 	MetricEstimatedTokenCounts     = "tandem_estimated_token_counts_total"
+	MetricImplausibleUsage         = "tandem_implausible_usage_total"
 	MetricPairs                    = "tandem_pairs_total"
 	MetricPairOutputTokensMismatch = "tandem_pair_output_tokens_mismatch_total"
 	MetricTTFTDifference           = "tandem_ttft_difference_seconds"

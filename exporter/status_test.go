@@ -480,7 +480,7 @@ func TestExposition(t *testing.T) {
 	m.ObserveRequest(exporter.ConfigA, exporter.ClassRepeatedPrefix, a)
 	m.ObserveRequest(exporter.ConfigB, exporter.ClassRepeatedPrefix, b)
 	m.ObservePair(exporter.ClassRepeatedPrefix, a, b)
-	timeout := exporter.Observation{Outcome: exporter.OutcomeTimeout}
+	timeout := exporter.Observation{Outcome: exporter.OutcomeTimeout, ImplausibleUsage: true}
 	m.ObserveRequest(exporter.ConfigB, exporter.ClassFresh, timeout)
 	m.ObservePair(exporter.ClassFresh, completed(80*time.Millisecond, 3), timeout)
 	m.MirrorSkipped(exporter.SkipUnsupported)
@@ -496,7 +496,7 @@ func TestExposition(t *testing.T) {
 	defer f.Close()
 	if err := testutil.GatherAndCompare(reg, f,
 		exporter.MetricRequests, exporter.MetricOutputTokens, exporter.MetricPromptTokens,
-		exporter.MetricCachedPromptTokens, exporter.MetricEstimatedTokenCounts, exporter.MetricPairs,
+		exporter.MetricCachedPromptTokens, exporter.MetricEstimatedTokenCounts, exporter.MetricImplausibleUsage, exporter.MetricPairs,
 		exporter.MetricPairOutputTokensMismatch, exporter.MetricMirrorSkipped, exporter.MetricShadowInFlight,
 		exporter.MetricConfigInfo, exporter.MetricRecordWriteErrors, exporter.MetricRecordsDropped,
 	); err != nil {

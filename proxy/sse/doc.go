@@ -5,8 +5,8 @@
 //
 // A [Parser] splits a text/event-stream body into events incrementally, per
 // the WHATWG event-stream rules, whatever the chunk boundaries. A [Meter]
-// feeds a response body to a Parser (or, for a non-streaming response, keeps
-// a bounded prefix of the JSON document) and turns what it sees into an
-// [exporter.Observation]. Neither ever buffers a stream before it is
+// feeds a response body to a Parser (or, for a non-streaming response, reads
+// the JSON document as it passes, keeping none of it) and turns what it sees
+// into an [exporter.Observation]. Neither ever buffers a body before it is
 // forwarded: the proxy hands each chunk to the Meter after reading it.
 package sse

@@ -119,6 +119,10 @@ func FuzzMeter(f *testing.F) {
 			t.Fatalf("negative token count: %+v", o)
 		case o.TokensEstimated && o.FirstToken && o.OutputTokens == 0:
 			t.Fatalf("output frame not counted: %+v", o)
+		case o.OutputTokens > maxPlausibleTokens && !o.TokensEstimated || o.PromptTokens > maxPlausibleTokens || o.CachedPromptTokens > o.PromptTokens:
+			t.Fatalf("implausible usage reported: %+v", o)
+		case len(o.FinishReason) > MaxFinishReasonBytes:
+			t.Fatalf("finish reason of %d bytes", len(o.FinishReason))
 		}
 	})
 }
@@ -197,9 +201,10 @@ func FuzzJSONWalk(f *testing.F) {
 				t.Fatalf("string %s: unquote %q, want %q", v, unquote(v), s)
 			}
 		}
-		var n uint32
+		var n uint64
 		if json.Unmarshal(doc, &n) == nil {
-			if c, ok := count(bytes.TrimSpace(doc)); ok && c != int(n) {
+			c, ok := count(bytes.TrimSpace(doc))
+			if ok && (n <= maxPlausibleTokens && c != int(n) || n > maxPlausibleTokens && c <= maxPlausibleTokens) {
 				t.Fatalf("count(%s) = %d, want %d", doc, c, n)
 			}
 		}

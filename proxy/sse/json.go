@@ -197,18 +197,3 @@ func unquote(v []byte) string {
 	}
 	return s
 }
-
-// count parses v as a non-negative integer token count.
-func count(v []byte) (int, bool) {
-	if len(v) == 0 || len(v) > 18 {
-		return 0, false
-	}
-	n := 0
-	for _, c := range v {
-		if c < '0' || c > '9' {
-			return 0, false
-		}
-		n = n*10 + int(c-'0')
-	}
-	return n, true
-}

@@ -1,6 +1,7 @@
 package sse
 
 import (
+	"cmp"
 	"slices"
 	"strconv"
 	"strings"
@@ -330,17 +331,19 @@ func TestMeterFrameTimeIsArrivalOfItsLastByte(t *testing.T) {
 	}
 }
 
+// TestMeterLargeDocument meters a document larger than any bound the meter
+// once had (it kept up to 8 MiB): it is read to its end all the same.
 func TestMeterLargeDocument(t *testing.T) {
-	content := strings.Repeat("a", MaxDocumentBytes)
+	content := strings.Repeat("a", 9<<20)
 	body := `{"choices":[{"message":{"content":"` + content + `\"}]"},"finish_reason":"stop"}],"usage":{"completion_tokens":3}}`
 	for _, tc := range []struct {
-		name  string
-		body  string
-		ended bool
+		name string
+		body string
+		want exporter.Observation
 	}{
-		{"complete", body + "\n", true},
-		{"truncated", body[:len(body)-1], false},
-		{"trailing garbage", body + "x", false},
+		{"complete", body + "\n", exporter.Observation{OutputTokens: 3, FinishReason: "stop"}},
+		{"truncated", body[:len(body)-1], exporter.Observation{TokensEstimated: true}},
+		{"trailing garbage", body + "x", exporter.Observation{TokensEstimated: true}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m := NewMeter(APIChatCompletions, start)
@@ -348,14 +351,11 @@ func TestMeterLargeDocument(t *testing.T) {
 			for c := range slices.Chunk([]byte(tc.body), 64<<10) {
 				m.Write(start, c)
 			}
-			if m.Ended() != tc.ended {
-				t.Fatalf("Ended() = %v, want %v", m.Ended(), tc.ended)
+			if ended := tc.want.FinishReason != ""; m.Ended() != ended {
+				t.Fatalf("Ended() = %v, want %v", m.Ended(), ended)
 			}
-			if got := m.Observation(); got != (exporter.Observation{TokensEstimated: true}) {
-				t.Fatalf("Observation() = %+v, want nothing read", got)
-			}
-			if m.doc != nil {
-				t.Fatalf("meter keeps %d bytes of an oversized document", len(m.doc))
+			if got := m.Observation(); got != tc.want {
+				t.Fatalf("Observation() = %+v, want %+v", got, tc.want)
 			}
 		})
 	}
@@ -408,36 +408,6 @@ func TestAPIForPath(t *testing.T) {
 		api, ok := APIForPath(tc.path)
 		if api != tc.api || ok != tc.ok || api.String() != tc.name {
 			t.Errorf("APIForPath(%q) = %v (%s), %v; want %v (%s), %v", tc.path, int(api), api, ok, int(tc.api), tc.name, tc.ok)
-		}
-	}
-}
-
-func TestDocEnd(t *testing.T) {
-	for _, tc := range []struct {
-		doc      string
-		complete bool
-	}{
-		{`{}`, true},
-		{` [1, {"a": "}]"}] ` + "\n", true},
-		{`{"a":"\"}"}`, true},
-		{`{"a":"\\"}`, true},
-		{`{"a":"\\\"}"}`, true},
-		{`{"a":"\\"`, false},
-		{`{"a":"\"}`, false},
-		{`{"a":[}`, false},
-		{`{}}`, false},
-		{`{} {}`, false},
-		{`}`, false},
-		{``, false},
-	} {
-		for _, pieces := range splits([]byte(tc.doc)) {
-			var d docEnd
-			for _, p := range pieces {
-				d.feed(p)
-			}
-			if d.complete() != tc.complete {
-				t.Fatalf("%s fed as %q: complete() = %v, want %v", tc.doc, pieces, d.complete(), tc.complete)
-			}
 		}
 	}
 }
@@ -512,5 +482,106 @@ func TestMeterFrameAllocs(t *testing.T) {
 		if o := m.Observation(); o.OutputTokens != 102 {
 			t.Errorf("%v: %d output frames counted, want 102", api, o.OutputTokens)
 		}
+	}
+}
+
+// TestMeterFinishReasonBound feeds finish reasons of every length that
+// matters, a 900 KB one included, in stream frames and in documents.
+func TestMeterFinishReasonBound(t *testing.T) {
+	huge := strings.Repeat("x", 900<<10)
+	for _, tc := range []struct {
+		name, quoted, want string
+	}{
+		{"short", `"stop"`, "stop"},
+		{"empty", `""`, ""},
+		{"at the bound", `"` + strings.Repeat("x", MaxFinishReasonBytes) + `"`, strings.Repeat("x", MaxFinishReasonBytes)},
+		{"one over", `"` + strings.Repeat("x", MaxFinishReasonBytes+1) + `"`, FinishReasonOther},
+		{"escaped at the bound", `"` + strings.Repeat(`\u00e9`, MaxFinishReasonBytes/2) + `"`, strings.Repeat("é", MaxFinishReasonBytes/2)},
+		{"escaped one over", `"` + strings.Repeat(`\u00e9`, MaxFinishReasonBytes/2) + `x"`, FinishReasonOther},
+		{"900 KB", `"` + huge + `"`, FinishReasonOther},
+	} {
+		chat := `{"choices":[{"index":0,"delta":{},"message":{},"finish_reason":` + tc.quoted + `}]}`
+		incomplete := `{"status":"incomplete","incomplete_details":{"reason":` + tc.quoted + `}}`
+		status := `{"status":` + tc.quoted + `}`
+		for _, c := range []struct {
+			name      string
+			api       API
+			streaming bool
+			body      string
+			fallback  string // the finish reason when tc's is empty
+		}{
+			{"chat frame", APIChatCompletions, true, frame(chat), ""},
+			{"chat document", APIChatCompletions, false, chat, ""},
+			{"responses reason in an event", APIResponses, true, named("response.incomplete", `{"type":"response.incomplete","response":`+incomplete+`}`), "incomplete"},
+			{"responses reason in a document", APIResponses, false, incomplete, "incomplete"},
+			{"responses status in a document", APIResponses, false, status, ""},
+		} {
+			want := cmp.Or(tc.want, c.fallback)
+			o, _ := measure(c.api, c.streaming, []string{c.body}, func(int) time.Time { return start })
+			if o.FinishReason != want {
+				t.Errorf("%s, %s: FinishReason = %.80q, want %q", tc.name, c.name, o.FinishReason, want)
+			}
+		}
+	}
+}
+
+// TestMeterImplausibleUsage: usage that cannot be true is reported as
+// absent and flagged; a number that is not a count is simply absent.
+func TestMeterImplausibleUsage(t *testing.T) {
+	usage := func(completion, prompt, cached string) string {
+		return `{"choices":[],"usage":{"prompt_tokens":` + prompt + `,"completion_tokens":` + completion +
+			`,"prompt_tokens_details":{"cached_tokens":` + cached + `}}}`
+	}
+	const absent = -1
+	for _, tc := range []struct {
+		name                       string
+		completion, prompt, cached string
+		output, promptTokens       int // absent: reported as absent
+		implausible                bool
+	}{
+		{"plausible", "5", "100", "64", 5, 100, false},
+		{"at the bound", "10000000", "10000000", "10000000", 10_000_000, 10_000_000, false},
+		{"output over the bound", "10000001", "100", "0", absent, absent, true},
+		{"prompt over the bound", "5", "10000001", "0", absent, absent, true},
+		{"18 digits", "999999999999999999", "100", "0", absent, absent, true},
+		{"40 digits", strings.Repeat("9", 40), "100", "0", absent, absent, true},
+		{"more cached than prompt", "5", "100", "101", absent, absent, true},
+		{"exponent is not a count", "1e3", "100", "0", absent, 100, false},
+		{"huge exponent is not a count", "1e999999", "100", "0", absent, 100, false},
+		{"fraction is not a count", "1.5", "100", "0", absent, 100, false},
+		{"negative is not a count", "-1", "100", "0", absent, 100, false},
+		{"string is not a count", `"5"`, "100", "0", absent, 100, false},
+	} {
+		body := usage(tc.completion, tc.prompt, tc.cached)
+		for _, streaming := range []bool{true, false} {
+			chunks := []string{body}
+			if streaming {
+				chunks = []string{chatDelta(`{"content":"a"}`), chatDelta(`{"content":"b"}`), frame(body), doneFrame}
+			}
+			o, _ := measure(APIChatCompletions, streaming, chunks, func(int) time.Time { return start.Add(tick) })
+			frames := 0
+			if streaming {
+				frames = 2
+			}
+			want := exporter.Observation{FirstToken: streaming, TTFT: ms(10), LastToken: ms(10), OutputTokens: tc.output, ImplausibleUsage: tc.implausible}
+			if !streaming {
+				want.TTFT, want.LastToken = 0, 0
+			}
+			if tc.output == absent {
+				want.OutputTokens, want.TokensEstimated = frames, true
+			}
+			if tc.promptTokens != absent {
+				want.PromptTokens = tc.promptTokens
+				want.CachedPromptTokens, _ = strconv.Atoi(tc.cached)
+			}
+			if o != want {
+				t.Errorf("%s, streaming %v: %+v\nwant %+v", tc.name, streaming, o, want)
+			}
+		}
+	}
+	completed := named("response.completed", `{"type":"response.completed","response":{"status":"completed","usage":{"input_tokens":7,"output_tokens":999999999999999999}}}`)
+	o, _ := measure(APIResponses, true, []string{responsesDelta("response.output_text.delta", `"a"`), completed}, func(int) time.Time { return start })
+	if want := (exporter.Observation{FirstToken: true, OutputTokens: 1, TokensEstimated: true, ImplausibleUsage: true, FinishReason: "completed"}); o != want {
+		t.Errorf("responses: %+v\nwant %+v", o, want)
 	}
 }

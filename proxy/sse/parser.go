@@ -5,9 +5,17 @@ import (
 	"mime"
 )
 
-// MaxLineBytes bounds the memory a Parser holds: a line longer than this, or
-// an event whose data lines together exceed it, is dropped.
+// MaxLineBytes bounds each buffer of a Parser: the line whose end it has not
+// seen, the current event's data (its data lines, each with an LF) and the
+// current event's name. A line longer than this is dropped, and so is an
+// event whose data would be. A Parser thus holds at most three times
+// MaxLineBytes, and a copy of the last dispatched event name.
 const MaxLineBytes = 1 << 20
+
+// minBufferBytes is the smallest buffer a Parser allocates: room for a
+// typical frame, so that frames a little longer than the first do not each
+// grow it.
+const minBufferBytes = 512
 
 // retainBytes is the largest buffer a Parser keeps for reuse once the line or
 // event that grew it is done.
@@ -72,7 +80,7 @@ func (p *Parser) Feed(b []byte, emit func(Event)) {
 		}
 		p.started = true
 		p.overlong = false
-		p.line = reuse(p.line)
+		p.line = p.reuse(p.line)
 	}
 }
 
@@ -94,16 +102,33 @@ func (p *Parser) carry(b []byte) {
 	if p.overlong {
 		return
 	}
-	if len(p.line)+len(b) > MaxLineBytes {
+	line, ok := p.grow(p.line, len(b))
+	if !ok {
 		p.overlong = true
-		p.line = reuse(p.line)
+		p.line = p.reuse(p.line)
 		return
 	}
-	p.line = append(p.line, b...)
+	p.line = append(line, b...)
 }
 
-// reuse empties buf, keeping its storage unless it has grown large.
-func reuse(buf []byte) []byte {
+// grow returns buf with room for n more bytes, or false when that would take
+// it past MaxLineBytes. Every growth of the Parser's buffers goes through it.
+func (p *Parser) grow(buf []byte, n int) ([]byte, bool) {
+	need := len(buf) + n
+	switch {
+	case need > MaxLineBytes:
+		return buf, false
+	case need <= cap(buf):
+		return buf, true
+	}
+	grown := make([]byte, len(buf), min(max(need, 2*cap(buf), minBufferBytes), MaxLineBytes))
+	copy(grown, buf)
+	return grown, true
+}
+
+// reuse empties buf, keeping its storage unless it has grown large. Every
+// release of the Parser's buffers goes through it.
+func (p *Parser) reuse(buf []byte) []byte {
 	if cap(buf) > retainBytes {
 		return nil
 	}
@@ -132,15 +157,22 @@ func (p *Parser) processLine(line []byte, emit func(Event)) {
 	}
 	switch string(field) {
 	case "event":
-		p.name = append(p.name[:0], value...)
+		p.name = p.name[:0]
+		if name, ok := p.grow(p.name, len(value)); ok {
+			p.name = append(name, value...)
+		}
 	case "data":
-		if p.dataOverflow || len(p.data)+len(value)+1 > MaxLineBytes {
-			p.dataOverflow = true
-			p.data = reuse(p.data)
+		if p.dataOverflow {
 			return
 		}
-		p.data = append(p.data, value...)
-		p.data = append(p.data, '\n')
+		data, ok := p.grow(p.data, len(value)+1)
+		if !ok {
+			p.dataOverflow = true
+			p.data = p.reuse(p.data)
+			return
+		}
+		data = append(data, value...)
+		p.data = append(data, '\n')
 	}
 }
 
@@ -151,9 +183,9 @@ func (p *Parser) dispatch(emit func(Event)) {
 		}
 		emit(Event{Name: p.lastName, Data: p.data[:len(p.data)-1]})
 	}
-	p.data = reuse(p.data)
+	p.data = p.reuse(p.data)
 	p.dataOverflow = false
-	p.name = p.name[:0]
+	p.name = p.reuse(p.name)
 }
 
 // IsEventStream reports whether a Content-Type header value names

@@ -109,13 +109,37 @@ func TestParserDropsOverlongLines(t *testing.T) {
 	}
 }
 
+// TestParserBuffersWithinMaxLineBytes feeds a name, a line and data each
+// just under the limit, a few bytes at a time: no buffer's capacity goes
+// past MaxLineBytes.
+func TestParserBuffersWithinMaxLineBytes(t *testing.T) {
+	var p Parser
+	long := strings.Repeat("x", MaxLineBytes-len("data: ")-1)
+	stream := []byte("event: " + long + "\ndata: " + long + "\n\n")
+	events := 0
+	for c := range slices.Chunk(stream, 4093) {
+		p.Feed(c, func(e Event) {
+			events++
+			if len(e.Name) != len(long) || len(e.Data) != len(long) {
+				t.Fatalf("event of a %d-byte name and %d bytes of data", len(e.Name), len(e.Data))
+			}
+		})
+		if cap(p.line) > MaxLineBytes || cap(p.data) > MaxLineBytes || cap(p.name) > MaxLineBytes {
+			t.Fatalf("buffers of %d, %d and %d bytes", cap(p.line), cap(p.data), cap(p.name))
+		}
+	}
+	if events != 1 {
+		t.Fatalf("%d events, want 1", events)
+	}
+}
+
 func TestParserReleasesLargeBuffers(t *testing.T) {
 	var p Parser
-	big := "data: " + strings.Repeat("x", 2*retainBytes)
+	big := "event: " + strings.Repeat("n", 2*retainBytes) + "\ndata: " + strings.Repeat("x", 2*retainBytes)
 	p.Feed([]byte(big), func(Event) {})
 	p.Feed([]byte("\n\n"), func(Event) {})
-	if cap(p.line) > retainBytes || cap(p.data) > retainBytes {
-		t.Fatalf("parser keeps %d line and %d data bytes after the event", cap(p.line), cap(p.data))
+	if cap(p.line) > retainBytes || cap(p.data) > retainBytes || cap(p.name) > retainBytes {
+		t.Fatalf("parser keeps %d line, %d data and %d name bytes after the event", cap(p.line), cap(p.data), cap(p.name))
 	}
 }
 

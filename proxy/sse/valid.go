@@ -129,6 +129,18 @@ func plainWord(w uint64) bool {
 	return below&highs == 0
 }
 
+// plainEnd returns the index of the first byte from b[i] on that a JSON
+// string does not hold as it is, or len(b).
+func plainEnd(b []byte, i int) int {
+	for i+8 <= len(b) && plainWord(binary.LittleEndian.Uint64(b[i:])) {
+		i += 8
+	}
+	for i < len(b) && plainStringByte[b[i]] {
+		i++
+	}
+	return i
+}
+
 // validStringEnd returns the index just past the string starting at
 // b[i] == '"', or -1 when it is not a valid JSON string.
 func validStringEnd(b []byte, i int) int {
@@ -140,13 +152,7 @@ func validStringEnd(b []byte, i int) int {
 // an escape sequence.
 func scanString(b []byte, i int) (end int, escaped bool) {
 	for i++; ; i++ {
-		for i+8 <= len(b) && plainWord(binary.LittleEndian.Uint64(b[i:])) {
-			i += 8
-		}
-		for i < len(b) && plainStringByte[b[i]] {
-			i++
-		}
-		if i >= len(b) {
+		if i = plainEnd(b, i); i >= len(b) {
 			return -1, escaped
 		}
 		switch b[i] {
