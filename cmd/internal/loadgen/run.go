@@ -337,7 +337,9 @@ func (c *chunk) hasOutput() bool {
 }
 
 // readStream consumes an SSE chat stream, stamping each line when it is
-// read, before decoding. It reports whether [DONE] arrived.
+// read, before decoding. It reports whether [DONE] arrived. It is a reader
+// of its own on purpose, not proxy/sse's meter: the client-side timings are
+// an independent measurement to check tandem's against.
 func readStream(body io.Reader, res *Result) (done bool, err error) {
 	r := bufio.NewReaderSize(body, 64<<10)
 	frames := 0
