@@ -45,6 +45,17 @@ func (o Observation) InterTokenLatency() (time.Duration, bool) {
 	return (o.LastToken - o.TTFT) / time.Duration(o.OutputTokens-1), true
 }
 
+// OutputSpeed is the per-request output speed of a completed request,
+// output tokens per second after the first: (tokens - 1) / (last output
+// frame - first output frame). It reports false when that is undefined.
+func (o Observation) OutputSpeed() (float64, bool) {
+	span := o.LastToken.Seconds() - o.TTFT.Seconds()
+	if o.Outcome != OutcomeCompleted || !o.FirstToken || o.OutputTokens < 2 || span <= 0 {
+		return 0, false
+	}
+	return float64(o.OutputTokens-1) / span, true
+}
+
 // Info describes one configuration for tandem_config_info.
 type Info struct {
 	Config string

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"time"
 
@@ -90,15 +91,25 @@ func (r Record) End() time.Time {
 	return r.Start.Add(time.Duration(r.DurationSeconds * float64(time.Second)))
 }
 
-// OutputSpeed is the per-request output speed, output tokens per second of
-// one stream after its first token: (tokens - 1) / (last - first output
-// frame). It reports false when it is undefined.
-func (r Record) OutputSpeed() (float64, bool) {
-	span := r.LastTokenSeconds - r.TTFTSeconds
-	if r.Outcome != exporter.OutcomeCompleted || !r.FirstToken || r.OutputTokens < 2 || span <= 0 {
-		return 0, false
+// Observation is the observation r was built from (New), its timings
+// rounded to the nanosecond.
+func (r Record) Observation() exporter.Observation {
+	return exporter.Observation{
+		Outcome:            r.Outcome,
+		FirstToken:         r.FirstToken,
+		TTFT:               duration(r.TTFTSeconds),
+		LastToken:          duration(r.LastTokenSeconds),
+		Duration:           duration(r.DurationSeconds),
+		OutputTokens:       r.OutputTokens,
+		TokensEstimated:    r.TokensEstimated,
+		PromptTokens:       r.PromptTokens,
+		CachedPromptTokens: r.CachedPromptTokens,
+		FinishReason:       r.FinishReason,
 	}
-	return float64(r.OutputTokens-1) / span, true
+}
+
+func duration(seconds float64) time.Duration {
+	return time.Duration(math.Round(seconds * float64(time.Second)))
 }
 
 // MaxLineBytes is the longest record line Read accepts; a longer one is

@@ -43,7 +43,7 @@ func TestWriterRoundTrip(t *testing.T) {
 	if got[7] != sample(7) {
 		t.Fatalf("record 7 = %+v, want %+v", got[7], sample(7))
 	}
-	speed, ok := got[0].OutputSpeed()
+	speed, ok := got[0].Observation().OutputSpeed()
 	if !ok || speed != 50 {
 		t.Fatalf("output speed = %v, %v; want 50 tokens/s (50 tokens after the first in 1s)", speed, ok)
 	}
@@ -225,5 +225,24 @@ func TestHugeFinishReasonKeepsTheLineSmall(t *testing.T) {
 	}
 	if len(line) >= 1024 {
 		t.Fatalf("record line is %d bytes, want under 1 KB", len(line))
+	}
+}
+
+func TestObservationIsWhatNewRecorded(t *testing.T) {
+	o := exporter.Observation{
+		Outcome: exporter.OutcomeCompleted, FirstToken: true,
+		TTFT: 123456789 * time.Nanosecond, LastToken: 2345678901 * time.Nanosecond, Duration: 3456789012 * time.Nanosecond,
+		OutputTokens: 51, TokensEstimated: true, PromptTokens: 400, CachedPromptTokens: 256, FinishReason: "stop",
+	}
+	b, err := json.Marshal(New(time.Unix(1700000000, 0), exporter.ConfigA, exporter.ClassFresh, "p", o))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r Record
+	if err := json.Unmarshal(b, &r); err != nil {
+		t.Fatal(err)
+	}
+	if got := r.Observation(); got != o {
+		t.Errorf("Observation() = %+v, want %+v", got, o)
 	}
 }

@@ -42,7 +42,9 @@ var (
 
 // stream sends one streaming chat request to base and reads the whole
 // response. firstFrame, when set, is called once the first content frame
-// has arrived; the read continues after it returns.
+// has arrived; the read continues after it returns. It reads the stream
+// itself on purpose, not with proxy/sse's meter: the benchmark's TTFT is a
+// client-side measurement independent of the proxy it measures.
 func stream(ctx context.Context, client *http.Client, base string, id int, wantFrames int, firstFrame func()) streamResult {
 	body := fmt.Sprintf(`{"model":"bench","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"benchmark request %d"}]}`, id)
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/v1/chat/completions", strings.NewReader(body))

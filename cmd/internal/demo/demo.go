@@ -167,7 +167,8 @@ func Run(ctx context.Context, c Config, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	summary := Summarize(recs)
+	rep, reportErr := report.FromRecords(recs, read, report.DefaultOptions())
+	summary := Summarize(rep)
 	fmt.Fprintln(stdout)
 	summary.WriteText(stdout)
 	if c.SummaryJSON != "" {
@@ -178,9 +179,8 @@ func Run(ctx context.Context, c Config, stdout, stderr io.Writer) error {
 	if c.NoReport {
 		return nil
 	}
-	rep, err := report.FromRecords(recs, read, report.DefaultOptions())
-	if err != nil {
-		return err
+	if reportErr != nil {
+		return reportErr
 	}
 	fmt.Fprintln(stdout)
 	return rep.Write(stdout, "text")

@@ -8,20 +8,16 @@ import (
 	"os"
 	"slices"
 	"text/tabwriter"
-	"time"
 
 	"github.com/kestrelops/tandem/cmd/internal/report"
 	"github.com/kestrelops/tandem/exporter"
-	"github.com/kestrelops/tandem/proxy/record"
-
-	"github.com/kestrelops/tandem/cmd/internal/quantile"
 )
 
 // Mixed is the summary key of all classes together.
-const Mixed = "mixed"
+const Mixed = report.MixedClass
 
-// ArmSummary is one arm's figures for one class or for the mix, computed
-// from individual timings.
+// ArmSummary is one arm's figures for one class or for the mix, as the
+// report computed them from individual timings.
 type ArmSummary struct {
 	Completed int     `json:"completed"`
 	TTFTP50   float64 `json:"ttft_p50_seconds"`
@@ -35,7 +31,8 @@ type ArmSummary struct {
 	SpeedP50 float64 `json:"per_request_output_tokens_per_second_p50"`
 }
 
-// Summary is what the demo prints at the end.
+// Summary is what the demo prints at the end: the report's figures, and the
+// wrong number the report never shows.
 type Summary struct {
 	Classes map[string]map[string]ArmSummary `json:"classes"`
 	// AverageOfClassP95 is the wrong number: the mean of the class p95s,
@@ -50,47 +47,35 @@ type Summary struct {
 	// window, by arm; an arm without one is left out.
 	SteadyOutputRate map[string]float64 `json:"steady_output_tokens_per_second"`
 
+	order  []string
 	keepUp report.KeepUpResult
 }
 
-// Summarize computes the summary from tandem's per-request records of A and B.
-func Summarize(recs []record.Record) *Summary {
-	groups := map[string]map[string][]record.Record{}
-	var mirrored []record.Record
-	add := func(class, config string, r record.Record) {
-		if groups[class] == nil {
-			groups[class] = map[string][]record.Record{}
-		}
-		groups[class][config] = append(groups[class][config], r)
-	}
-	for _, r := range recs {
-		if r.Config != exporter.ConfigA && r.Config != exporter.ConfigB {
-			continue
-		}
-		add(r.Class, r.Config, r)
-		add(Mixed, r.Config, r)
-		mirrored = append(mirrored, r)
-	}
+// Summarize renders rep, the report of the demo's records; nil (no report)
+// gives an empty summary.
+func Summarize(rep *report.Report) *Summary {
 	s := &Summary{Classes: map[string]map[string]ArmSummary{}, AverageOfClassP95: map[string]float64{}, SteadyOutputRate: map[string]float64{}}
-	s.keepUp = report.KeepUp(mirrored, report.DefaultOptions().RateTolerance)
-	s.OutputRateCase = s.keepUp.Case
-	for arm, a := range s.keepUp.Arms {
-		if !math.IsNaN(a.OutputTokensPerSecond) && !math.IsInf(a.OutputTokensPerSecond, 0) {
-			s.SteadyOutputRate[arm] = a.OutputTokensPerSecond
-		}
+	if rep == nil {
+		return s
 	}
-	for class, arms := range groups {
-		s.Classes[class] = map[string]ArmSummary{}
+	for _, c := range append(slices.Clone(rep.Classes), rep.Mixed) {
+		s.order = append(s.order, c.Class)
+		s.Classes[c.Class] = map[string]ArmSummary{}
 		for _, arm := range exporter.Arms {
-			s.Classes[class][arm] = summarizeArm(arms[arm])
+			s.Classes[c.Class][arm] = armSummary(c.Arms[arm])
 		}
 	}
+	s.keepUp, _ = rep.Mixed.KeepUp()
+	s.OutputRateCase = s.keepUp.Case
 	for _, arm := range exporter.Arms {
+		if v := float64(rep.Mixed.Arms[arm].SteadyOutputTokensPerSecond); !math.IsNaN(v) && !math.IsInf(v, 0) {
+			s.SteadyOutputRate[arm] = v
+		}
 		var sum float64
 		var n int
-		for class, arms := range s.Classes {
-			if class != Mixed && arms[arm].Completed > 0 {
-				sum += arms[arm].TTFTP95
+		for _, c := range rep.Classes {
+			if a := c.Arms[arm]; a.Completed > 0 {
+				sum += float64(a.TTFTP95Seconds)
 				n++
 			}
 		}
@@ -101,63 +86,15 @@ func Summarize(recs []record.Record) *Summary {
 	return s
 }
 
-func summarizeArm(recs []record.Record) ArmSummary {
-	var ttfts, speeds []float64
-	var tokens int
-	var first, last time.Time
-	var a ArmSummary
-	for _, r := range recs {
-		if first.IsZero() || r.Start.Before(first) {
-			first = r.Start
-		}
-		if r.End().After(last) {
-			last = r.End()
-		}
-		if r.Outcome != exporter.OutcomeCompleted {
-			continue
-		}
-		a.Completed++
-		tokens += r.OutputTokens
-		if r.FirstToken {
-			ttfts = append(ttfts, r.TTFTSeconds)
-		}
-		if v, ok := r.OutputSpeed(); ok {
-			speeds = append(speeds, v)
-		}
+func armSummary(a report.Arm) ArmSummary {
+	return ArmSummary{
+		Completed:  a.Completed,
+		TTFTP50:    float64(a.TTFTP50Seconds),
+		TTFTP95:    float64(a.TTFTP95Seconds),
+		TTFTP99:    float64(a.TTFTP99Seconds),
+		OutputRate: float64(a.OutputTokensPerSecond),
+		SpeedP50:   float64(a.PerRequestOutputTokensPerSecondP50),
 	}
-	slices.Sort(ttfts)
-	slices.Sort(speeds)
-	a.TTFTP50 = quantile.Of(ttfts, 0.50)
-	a.TTFTP95 = quantile.Of(ttfts, 0.95)
-	a.TTFTP99 = quantile.Of(ttfts, 0.99)
-	a.SpeedP50 = quantile.Of(speeds, 0.50)
-	if span := last.Sub(first).Seconds(); span > 0 {
-		a.OutputRate = float64(tokens) / span
-	}
-	return a
-}
-
-// classOrder lists the summary's classes: built-in first, then others,
-// then the mix.
-func (s *Summary) classOrder() []string {
-	var out []string
-	for _, c := range exporter.BuiltinClasses {
-		if _, ok := s.Classes[c]; ok {
-			out = append(out, c)
-		}
-	}
-	var extra []string
-	for c := range s.Classes {
-		if c != Mixed && !slices.Contains(exporter.BuiltinClasses, c) {
-			extra = append(extra, c)
-		}
-	}
-	slices.Sort(extra)
-	out = append(out, extra...)
-	if _, ok := s.Classes[Mixed]; ok {
-		out = append(out, Mixed)
-	}
-	return out
 }
 
 // WriteText prints the summary as a table, then the two numbers the
@@ -166,7 +103,7 @@ func (s *Summary) WriteText(w io.Writer) {
 	fmt.Fprintln(w, "Summary (from tandem's per-request records of A and B):")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "class\tarm\tcompleted\tTTFT p50 ms\tTTFT p95 ms\tTTFT p99 ms\tsystem output tok/s\tper-request tok/s p50\t")
-	for _, class := range s.classOrder() {
+	for _, class := range s.order {
 		for _, arm := range exporter.Arms {
 			a := s.Classes[class][arm]
 			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t\n", class, arm, a.Completed,
@@ -225,30 +162,22 @@ func (s *Summary) WriteJSONFile(path string) error {
 	return os.WriteFile(path, append(b, '\n'), 0o644)
 }
 
-// MarshalJSON writes NaN (no data) as null.
+// MarshalJSON writes a figure without data as null.
 func (a ArmSummary) MarshalJSON() ([]byte, error) {
-	type plain struct {
-		Completed  int      `json:"completed"`
-		TTFTP50    *float64 `json:"ttft_p50_seconds"`
-		TTFTP95    *float64 `json:"ttft_p95_seconds"`
-		TTFTP99    *float64 `json:"ttft_p99_seconds"`
-		OutputRate *float64 `json:"output_tokens_per_second"`
-		SpeedP50   *float64 `json:"per_request_output_tokens_per_second_p50"`
-	}
-	return json.Marshal(plain{a.Completed, finite(a.TTFTP50), finite(a.TTFTP95), finite(a.TTFTP99), finite(a.OutputRate), finite(a.SpeedP50)})
-}
-
-func finite(v float64) *float64 {
-	if math.IsNaN(v) || math.IsInf(v, 0) {
-		return nil
-	}
-	return &v
+	return json.Marshal(struct {
+		Completed  int          `json:"completed"`
+		TTFTP50    report.Float `json:"ttft_p50_seconds"`
+		TTFTP95    report.Float `json:"ttft_p95_seconds"`
+		TTFTP99    report.Float `json:"ttft_p99_seconds"`
+		OutputRate report.Float `json:"output_tokens_per_second"`
+		SpeedP50   report.Float `json:"per_request_output_tokens_per_second_p50"`
+	}{a.Completed, report.Float(a.TTFTP50), report.Float(a.TTFTP95), report.Float(a.TTFTP99), report.Float(a.OutputRate), report.Float(a.SpeedP50)})
 }
 
 func ms(seconds float64) string { return num(seconds * 1000) }
 
 func num(v float64) string {
-	if math.IsNaN(v) {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
 		return "-"
 	}
 	return fmt.Sprintf("%.0f", v)

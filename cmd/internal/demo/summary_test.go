@@ -47,7 +47,11 @@ func TestRateSituation(t *testing.T) {
 			"Too short to judge capacity: the steady-state window"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s := Summarize(tc.recs)
+			rep, err := report.FromRecords(tc.recs, record.ReadStats{}, report.DefaultOptions())
+			if err != nil {
+				t.Fatal(err)
+			}
+			s := Summarize(rep)
 			if s.OutputRateCase != tc.rateCase {
 				t.Errorf("output rate case = %q, want %q", s.OutputRateCase, tc.rateCase)
 			}

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"math/rand/v2"
 	"net/http"
 	"strings"
@@ -57,14 +58,24 @@ type Result struct {
 	Error              string `json:"error,omitempty"`
 }
 
-// OutputSpeed is output tokens per second after the first token:
-// (tokens - 1) / (last - first content frame); false when undefined.
-func (r Result) OutputSpeed() (float64, bool) {
-	span := r.LastTokenSeconds - r.TTFTSeconds
-	if r.Outcome != exporter.OutcomeCompleted || !r.FirstToken || r.OutputTokens < 2 || span <= 0 {
-		return 0, false
+// Observation is r's measurement, its timings rounded to the nanosecond
+// and measured from Sent.
+func (r Result) Observation() exporter.Observation {
+	return exporter.Observation{
+		Outcome:            r.Outcome,
+		FirstToken:         r.FirstToken,
+		TTFT:               duration(r.TTFTSeconds),
+		LastToken:          duration(r.LastTokenSeconds),
+		Duration:           duration(r.DurationSeconds),
+		OutputTokens:       r.OutputTokens,
+		TokensEstimated:    r.TokensEstimated,
+		PromptTokens:       r.PromptTokens,
+		CachedPromptTokens: r.CachedPromptTokens,
 	}
-	return float64(r.OutputTokens-1) / span, true
+}
+
+func duration(seconds float64) time.Duration {
+	return time.Duration(math.Round(seconds * float64(time.Second)))
 }
 
 // Progress is a snapshot of a run, reported about once a second.
@@ -326,7 +337,9 @@ func (c *chunk) hasOutput() bool {
 }
 
 // readStream consumes an SSE chat stream, stamping each line when it is
-// read, before decoding. It reports whether [DONE] arrived.
+// read, before decoding. It reports whether [DONE] arrived. It is a reader
+// of its own on purpose, not proxy/sse's meter: the client-side timings are
+// an independent measurement to check tandem's against.
 func readStream(body io.Reader, res *Result) (done bool, err error) {
 	r := bufio.NewReaderSize(body, 64<<10)
 	frames := 0

@@ -11,8 +11,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/kestrelops/tandem/exporter"
-
 	"github.com/kestrelops/tandem/cmd/internal/quantile"
 )
 
@@ -77,31 +75,23 @@ func Summarize(results []Result) *Summary {
 }
 
 func summarizeClass(class string, results []Result, window time.Duration) ClassSummary {
-	cs := ClassSummary{Class: class, Scheduled: len(results)}
-	var ttfts, speeds []float64
+	s := quantile.SamplesOf(results, Result.Observation)
+	cs := ClassSummary{
+		Class:        class,
+		Scheduled:    len(results),
+		Completed:    s.Completed,
+		OutputTokens: s.OutputTokens,
+		TTFTP50:      quantile.Of(s.TTFT, 0.5),
+		TTFTP95:      quantile.Of(s.TTFT, 0.95),
+		TTFTP99:      quantile.Of(s.TTFT, 0.99),
+		SpeedP50:     quantile.Of(s.Speed, 0.5),
+	}
 	for _, r := range results {
-		switch r.Outcome {
-		case OutcomeDropped:
+		if r.Outcome == OutcomeDropped {
 			cs.Dropped++
-			continue
-		case exporter.OutcomeCompleted:
-			cs.Completed++
-		default:
-			cs.Failed++
-			continue
-		}
-		cs.OutputTokens += r.OutputTokens
-		if r.FirstToken {
-			ttfts = append(ttfts, r.TTFTSeconds)
-		}
-		if v, ok := r.OutputSpeed(); ok {
-			speeds = append(speeds, v)
 		}
 	}
-	slices.Sort(ttfts)
-	slices.Sort(speeds)
-	cs.TTFTP50, cs.TTFTP95, cs.TTFTP99 = quantile.Of(ttfts, 0.5), quantile.Of(ttfts, 0.95), quantile.Of(ttfts, 0.99)
-	cs.SpeedP50 = quantile.Of(speeds, 0.5)
+	cs.Failed = cs.Scheduled - cs.Dropped - cs.Completed
 	if window > 0 {
 		cs.OutputRate = float64(cs.OutputTokens) / window.Seconds()
 	}

@@ -3,7 +3,11 @@ package quantile_test
 import (
 	"fmt"
 	"math"
+	"reflect"
 	"testing"
+	"time"
+
+	"github.com/kestrelops/tandem/exporter"
 
 	"github.com/kestrelops/tandem/cmd/internal/quantile"
 )
@@ -45,4 +49,27 @@ func ExampleOf() {
 	ttfts := []float64{0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 2.0}
 	fmt.Println(quantile.Of(ttfts, 0.5), quantile.Of(ttfts, 0.95))
 	// Output: 0.5 2
+}
+
+func TestSamplesOf(t *testing.T) {
+	ms := func(n int) time.Duration { return time.Duration(n) * time.Millisecond }
+	completed := func(ttft, last time.Duration, tokens int) exporter.Observation {
+		return exporter.Observation{Outcome: exporter.OutcomeCompleted, FirstToken: true, TTFT: ttft, LastToken: last, Duration: last, OutputTokens: tokens}
+	}
+	s := quantile.SamplesOf([]exporter.Observation{
+		completed(ms(300), ms(1300), 11),
+		completed(ms(100), ms(600), 11),
+		completed(ms(200), ms(200), 1),                        // one token: no ITL, no speed
+		{Outcome: exporter.OutcomeCompleted, OutputTokens: 4}, // no first token
+		{Outcome: exporter.OutcomeError, FirstToken: true, TTFT: ms(50), LastToken: ms(90), OutputTokens: 5}, // left out
+	}, func(o exporter.Observation) exporter.Observation { return o })
+	want := quantile.Samples{
+		Completed: 4, OutputTokens: 27,
+		TTFT:  []float64{0.1, 0.2, 0.3},
+		ITL:   []float64{0.05, 0.1},
+		Speed: []float64{10, 20},
+	}
+	if !reflect.DeepEqual(s, want) {
+		t.Errorf("SamplesOf = %+v, want %+v", s, want)
+	}
 }

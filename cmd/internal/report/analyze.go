@@ -137,6 +137,7 @@ func compare(in classInput, o Options) Class {
 	if k := in.keepUp; k != nil {
 		c.SteadyOutputRateRatio = Float(k.Ratio())
 		c.SteadyState = steadyState(*k)
+		c.keepUp = k
 		rateCase = k.Case
 	}
 	c.Paired = paired(in)

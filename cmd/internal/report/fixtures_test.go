@@ -2,6 +2,7 @@ package report
 
 import (
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/kestrelops/tandem/exporter"
@@ -42,7 +43,8 @@ func (tr trace) records(edit func(i int, a, b *record.Record)) []record.Record {
 	for i := range tr.n {
 		var pair [2]record.Record
 		for side, config := range exporter.Arms {
-			ttft := tr.p95[side] + float64(i+1-r95)*0.0004
+			// whole nanoseconds, as tandem records them
+			ttft := time.Duration(math.Round((tr.p95[side] + float64(i+1-r95)*0.0004) * 1e9)).Seconds()
 			duration := tr.span[side] - (time.Duration(tr.n-1) * tr.gap).Seconds()
 			if first := tr.firstDuration[side]; first > 0 {
 				duration -= (duration - first) * float64(tr.n-1-i) / float64(tr.n-1)

@@ -87,7 +87,7 @@ func (f promFixture) vector(t *testing.T, query string) model.Vector {
 		return armValues(func(r record.Record) (float64, bool) { return r.TTFTSeconds, r.FirstToken })
 	case strings.Contains(query, exporter.MetricInterTokenLatency):
 		return armValues(func(r record.Record) (float64, bool) {
-			s, ok := r.OutputSpeed()
+			s, ok := r.Observation().OutputSpeed()
 			return 1 / s, ok
 		})
 	case strings.Contains(query, exporter.MetricTTFTDifference):

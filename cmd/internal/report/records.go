@@ -11,6 +11,8 @@ import (
 
 	"github.com/kestrelops/tandem/exporter"
 	"github.com/kestrelops/tandem/proxy/record"
+
+	"github.com/kestrelops/tandem/cmd/internal/quantile"
 )
 
 // FromRecords compares A and B on per-request records. Quantiles are exact
@@ -33,15 +35,9 @@ func FromRecords(recs []record.Record, read record.ReadStats, o Options) (*Repor
 	if read.Skipped > 0 {
 		ev.warnings = append(ev.warnings, skippedLines(read))
 	}
-	ev.window.Start, ev.window.End = recs[0].Start, recs[0].End()
+	ev.window = span(recs)
 	for i := range recs {
 		r := &recs[i]
-		if r.Start.Before(ev.window.Start) {
-			ev.window.Start = r.Start
-		}
-		if r.End().After(ev.window.End) {
-			ev.window.End = r.End()
-		}
 		if r.TokensEstimated {
 			estimated++
 		}
@@ -162,28 +158,16 @@ func skippedLines(s record.ReadStats) string {
 }
 
 func recordArm(recs []record.Record) armInput {
-	var in armInput
-	var ttft, itl, speed []float64
-	for _, r := range recs {
-		if r.Outcome != exporter.OutcomeCompleted {
-			continue
-		}
-		in.completed++
-		in.outputTokens += float64(r.OutputTokens)
-		if r.FirstToken {
-			ttft = append(ttft, r.TTFTSeconds)
-		}
-		if r.FirstToken && r.OutputTokens >= 2 && r.LastTokenSeconds >= r.TTFTSeconds {
-			itl = append(itl, (r.LastTokenSeconds-r.TTFTSeconds)/float64(r.OutputTokens-1))
-		}
-		if s, ok := r.OutputSpeed(); ok {
-			speed = append(speed, s)
-		}
-	}
-	in.ttft, in.itl, in.speed = newSamples(ttft), newSamples(itl), newSamples(speed)
+	s := quantile.SamplesOf(recs, record.Record.Observation)
 	w := span(recs)
-	in.seconds = w.End.Sub(w.Start).Seconds()
-	return in
+	return armInput{
+		completed:    s.Completed,
+		ttft:         samples(s.TTFT),
+		itl:          samples(s.ITL),
+		speed:        samples(s.Speed),
+		outputTokens: float64(s.OutputTokens),
+		seconds:      w.End.Sub(w.Start).Seconds(),
+	}
 }
 
 // span is the time from the first request start to the last response end.

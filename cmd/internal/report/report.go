@@ -111,6 +111,17 @@ type Class struct {
 	TokenParity     bool       `json:"token_parity"`
 	// Withheld says why no claim is made, empty when the verdicts stand.
 	Withheld string `json:"withheld,omitempty"`
+
+	keepUp *KeepUpResult
+}
+
+// KeepUp is the judgement of keeping up behind SteadyState, whether or not
+// a claim is made; false for the Prometheus source.
+func (c Class) KeepUp() (KeepUpResult, bool) {
+	if c.keepUp == nil {
+		return KeepUpResult{}, false
+	}
+	return *c.keepUp, true
 }
 
 // Arm holds one configuration's figures on one class.
