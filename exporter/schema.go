@@ -33,7 +33,7 @@ const (
 	OutcomeTimeout    = "timeout"    // the shadow timeout expired first
 	OutcomeCanceled   = "canceled"   // the client went away or tandem shut down
 	OutcomeIncomplete = "incomplete" // the stream was cut before its end
-	OutcomeTruncated  = "truncated"  // tandem cut a shadow over its read limits (TANDEM_SHADOW_MAX_RESPONSE_BYTES, TANDEM_SHADOW_READ_RATE)
+	OutcomeTruncated  = "truncated"  // tandem stopped measuring at its own limits: a shadow over its read limits (then also cut), or a frame over the buffer budget
 )
 
 // Outcomes lists every outcome label value.

@@ -22,8 +22,8 @@ func newByteBudget(limit int64, gauge prometheus.Gauge) *byteBudget {
 	return &byteBudget{limit: limit, gauge: gauge}
 }
 
-// take reserves n bytes and reports whether they fit.
-func (b *byteBudget) take(n int64) bool {
+// Take reserves n bytes and reports whether they fit.
+func (b *byteBudget) Take(n int64) bool {
 	for {
 		used := b.used.Load()
 		if n > b.limit-used {
@@ -38,8 +38,8 @@ func (b *byteBudget) take(n int64) bool {
 	}
 }
 
-// give returns n bytes taken earlier.
-func (b *byteBudget) give(n int64) {
+// Give returns n bytes taken earlier.
+func (b *byteBudget) Give(n int64) {
 	b.used.Add(-n)
 	if b.gauge != nil {
 		b.gauge.Sub(float64(n))
@@ -62,7 +62,7 @@ func (b *byteBudget) hold(n int64, owners int32) *held {
 
 func (h *held) done() {
 	if h.owners.Add(-1) == 0 {
-		h.budget.give(h.n)
+		h.budget.Give(h.n)
 	}
 }
 

@@ -292,3 +292,25 @@ func TestArmCheckSaysWhatItFound(t *testing.T) {
 }
 
 func slogTo(w io.Writer) *slog.Logger { return slog.New(slog.NewTextHandler(w, nil)) }
+
+func TestFramesOverTheBudgetAreNotMeasured(t *testing.T) {
+	frames := []string{
+		"data: {\"choices\":[{\"delta\":{\"content\":\"" + strings.Repeat("z", 700<<10) + "\"}}]}\n\n",
+		"data: [DONE]\n\n",
+	}
+	s := testupstream.Script{Frames: frames}
+	r := newRig(t, s, s, s, map[string]string{"TANDEM_MAX_BUFFERED_BYTES": "1048576", "TANDEM_MIRROR_MAX_BODY_BYTES": "1024"})
+	resp, got := post(t, r.front.URL, chatBody, nil)
+	if resp.StatusCode != http.StatusOK || string(got) != strings.Join(frames, "") {
+		t.Fatalf("production answer changed: status %d, %d bytes", resp.StatusCode, len(got))
+	}
+	r.idle()
+	for _, config := range exporter.Configs {
+		if n := r.total(t, exporter.MetricRequests, map[string]string{"config": config, "outcome": exporter.OutcomeTruncated}); n != 1 {
+			t.Errorf("%s truncated = %v, want 1: a frame the budget could not hold was not measured", config, n)
+		}
+	}
+	if got := r.value(t, exporter.MetricBufferedBytes, nil); got != 0 {
+		t.Errorf("%v bytes still held", got)
+	}
+}

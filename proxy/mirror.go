@@ -60,7 +60,7 @@ func (s *Server) shadowBodies(api sse.API, body []byte) ([][]byte, *held) {
 		}
 		bodies[i] = b
 	}
-	if !s.budget.take(size) {
+	if !s.budget.Take(size) {
 		s.skip(exporter.SkipOverBudget)
 		return nil, nil
 	}
@@ -174,7 +174,7 @@ func shadowQuery(in url.Values) string {
 // beyond either is cut and counted as truncated.
 func (s *Server) measureShadow(arm *upstream, api sse.API, req *http.Request) shadowResult {
 	var res shadowResult
-	m := newMeasurement(api, func(start time.Time, o exporter.Observation) {
+	m := newMeasurement(api, s.budget, func(start time.Time, o exporter.Observation) {
 		res.start, res.obs = start, o
 	})
 	resp, err := m.handOff(arm.transport, req)

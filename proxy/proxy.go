@@ -184,7 +184,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		class <- s.classifyAndMirror(api, &in, classHeader, keyHeader, body)
 	}()
 
-	m := newMeasurement(api, func(start time.Time, o exporter.Observation) {
+	m := newMeasurement(api, s.budget, func(start time.Time, o exporter.Observation) {
 		s.background.Add(1)
 		go func() {
 			defer s.background.Done()
@@ -208,11 +208,11 @@ func (s *Server) classifyAndMirror(api sse.API, in *url.URL, classHeader, keyHea
 	// The body's hold covers a prompt as long as the body; a longer one
 	// (numbers written shorter than their canonical form) takes the rest.
 	if extra := int64(len(prompt.Text) - len(body)); extra > 0 {
-		if !s.budget.take(extra) {
+		if !s.budget.Take(extra) {
 			s.skip(exporter.SkipOverBudget)
 			return ""
 		}
-		defer s.budget.give(extra)
+		defer s.budget.Give(extra)
 	}
 	prodClass, _ := s.prodIndex.Classify(prompt.Text)
 	if len(s.arms) > 0 && s.sampler.Sampled(keyHeader, prompt) && s.takeSlots() {
@@ -247,7 +247,7 @@ func (s *Server) readBody(r *http.Request) (body []byte, hold *held, skip string
 	var taken int64
 	if r.ContentLength >= 0 {
 		// One allocation, one larger than the body, to see its end.
-		if !s.budget.take(2 * (r.ContentLength + 1)) {
+		if !s.budget.Take(2 * (r.ContentLength + 1)) {
 			return nil, nil, exporter.SkipOverBudget
 		}
 		taken = 2 * (r.ContentLength + 1)
@@ -255,12 +255,12 @@ func (s *Server) readBody(r *http.Request) (body []byte, hold *held, skip string
 	}
 	replay := func(err error) {
 		r.Body = replayBody{Reader: io.MultiReader(bytes.NewReader(body), readerOrError(r.Body, err)), Closer: r.Body}
-		s.budget.give(taken)
+		s.budget.Give(taken)
 	}
 	for {
 		if len(body) == cap(body) {
 			grow := min(max(int64(cap(body)), 32<<10), limit+1-int64(cap(body)))
-			if !s.budget.take(2 * grow) {
+			if !s.budget.Take(2 * grow) {
 				replay(nil)
 				return nil, nil, exporter.SkipOverBudget
 			}

@@ -51,16 +51,17 @@ func NewTransport() *http.Transport {
 // stops when the response body ends (EOF, error or close), or at the response
 // headers when the round trip fails or the status is not 2xx.
 type measurement struct {
-	api   sse.API
-	start time.Time
-	meter *sse.Meter
+	api    sse.API
+	budget sse.Budget // where the meter takes buffers for partial frames
+	start  time.Time
+	meter  *sse.Meter
 
 	once   sync.Once
 	finish func(start time.Time, o exporter.Observation)
 }
 
-func newMeasurement(api sse.API, finish func(time.Time, exporter.Observation)) *measurement {
-	return &measurement{api: api, finish: finish}
+func newMeasurement(api sse.API, budget sse.Budget, finish func(time.Time, exporter.Observation)) *measurement {
+	return &measurement{api: api, budget: budget, finish: finish}
 }
 
 // handOff stamps the start of the measurement and gives req to rt. A
@@ -69,6 +70,7 @@ func newMeasurement(api sse.API, finish func(time.Time, exporter.Observation)) *
 func (m *measurement) handOff(rt http.RoundTripper, req *http.Request) (*http.Response, error) {
 	m.start = time.Now()
 	m.meter = sse.NewMeter(m.api, m.start)
+	m.meter.SetBudget(m.budget)
 	resp, err := rt.RoundTrip(req)
 	if err != nil {
 		m.done(outcomeOfError(req.Context(), err, false), time.Now())
@@ -95,6 +97,11 @@ func (m *measurement) done(outcome string, end time.Time) {
 		var o exporter.Observation
 		if m.meter != nil {
 			o = m.meter.Observation()
+			if m.meter.Overspent() && outcome == exporter.OutcomeCompleted {
+				// A frame was dropped unread: what it said is unknown.
+				outcome = exporter.OutcomeTruncated
+			}
+			m.meter.Release()
 		}
 		o.Outcome = outcome
 		o.Duration = end.Sub(m.start)

@@ -78,6 +78,17 @@ func NewMeter(api API, start time.Time) *Meter {
 	return m
 }
 
+// SetBudget makes the meter take the buffers of partial frames from b; see
+// Parser.SetBudget. Call Release when the body is done.
+func (m *Meter) SetBudget(b Budget) { m.parser.SetBudget(b) }
+
+// Release gives back what the meter took from its budget.
+func (m *Meter) Release() { m.parser.Release() }
+
+// Overspent reports whether a frame was dropped for want of budget: the
+// observation then misses what that frame said.
+func (m *Meter) Overspent() bool { return m.parser.Overspent() }
+
 // SetStreaming tells the meter whether the body is text/event-stream (true)
 // or a single JSON document (false). Call it before the first Write.
 func (m *Meter) SetStreaming(streaming bool) { m.streaming = streaming }

@@ -50,7 +50,45 @@ type Parser struct {
 	dataOverflow bool   // the current event's data exceeded MaxLineBytes
 	name         []byte
 	lastName     string // the last dispatched name, reused to avoid allocation
+
+	budget    Budget // nil: unbounded but for MaxLineBytes
+	charged   int64  // bytes taken from budget for the buffers held now
+	overspent bool   // a line or event was dropped because budget refused it
 }
+
+// Budget is shared memory a Parser takes its buffers from, beyond the first
+// minBufferBytes of each. Take reports whether n bytes fit; it never waits.
+type Budget interface {
+	Take(n int64) bool
+	Give(n int64)
+}
+
+// SetBudget makes p take its buffers from b. Call it before the first Feed,
+// and Release when done with p.
+func (p *Parser) SetBudget(b Budget) { p.budget = b }
+
+// Release gives back what p took from its budget; p drops every line that
+// needs more room from then on.
+func (p *Parser) Release() {
+	if p.budget != nil && p.charged > 0 {
+		p.budget.Give(p.charged)
+	}
+	p.charged = 0
+	p.line, p.data, p.name = nil, nil, nil
+	p.budget = refusing{}
+}
+
+// Overspent reports whether a line or event was dropped because the budget
+// had no room for it.
+func (p *Parser) Overspent() bool { return p.overspent }
+
+type refusing struct{}
+
+func (refusing) Take(int64) bool { return false }
+func (refusing) Give(int64)      {}
+
+// chargeable is what a buffer of capacity c takes from a budget.
+func chargeable(c int) int64 { return int64(max(c-minBufferBytes, 0)) }
 
 // Feed parses the next chunk of the stream, calling emit for every event the
 // chunk completes. It never retains b.
@@ -121,7 +159,16 @@ func (p *Parser) grow(buf []byte, n int) ([]byte, bool) {
 	case need <= cap(buf):
 		return buf, true
 	}
-	grown := make([]byte, len(buf), min(max(need, 2*cap(buf), minBufferBytes), MaxLineBytes))
+	size := min(max(need, 2*cap(buf), minBufferBytes), MaxLineBytes)
+	if p.budget != nil {
+		more := chargeable(size) - chargeable(cap(buf))
+		if more > 0 && !p.budget.Take(more) {
+			p.overspent = true
+			return buf, false
+		}
+		p.charged += more
+	}
+	grown := make([]byte, len(buf), size)
 	copy(grown, buf)
 	return grown, true
 }
@@ -130,6 +177,10 @@ func (p *Parser) grow(buf []byte, n int) ([]byte, bool) {
 // release of the Parser's buffers goes through it.
 func (p *Parser) reuse(buf []byte) []byte {
 	if cap(buf) > retainBytes {
+		if n := chargeable(cap(buf)); p.budget != nil && n > 0 {
+			p.budget.Give(n)
+			p.charged -= n
+		}
 		return nil
 	}
 	return buf[:0]

@@ -171,3 +171,49 @@ func TestIsEventStream(t *testing.T) {
 		}
 	}
 }
+
+// countingBudget is a Budget of limit bytes that remembers what is out.
+type countingBudget struct{ limit, used int64 }
+
+func (b *countingBudget) Take(n int64) bool {
+	if b.used+n > b.limit {
+		return false
+	}
+	b.used += n
+	return true
+}
+
+func (b *countingBudget) Give(n int64) { b.used -= n }
+
+func TestParserTakesLongLinesFromItsBudget(t *testing.T) {
+	budget := &countingBudget{limit: 256 << 10}
+	var p Parser
+	p.SetBudget(budget)
+	var got []string
+	emit := func(ev Event) { got = append(got, string(ev.Data)) }
+	long := "data: " + strings.Repeat("x", 50<<10) + "\n\n"
+	tooLong := "data: " + strings.Repeat("y", 600<<10) + "\n\n"
+	// Fed a byte at a time, each line is carried whole in the line buffer.
+	for _, frame := range []string{long, tooLong, "data: short\n\n", long} {
+		for i := range len(frame) {
+			p.Feed([]byte{frame[i]}, emit)
+			if budget.used > budget.limit {
+				t.Fatalf("parser took %d bytes of a %d budget", budget.used, budget.limit)
+			}
+		}
+	}
+	if len(got) != 3 || got[0] != long[6:len(long)-2] || got[1] != "short" || got[2] != long[6:len(long)-2] {
+		t.Errorf("events %d, want the two long ones and the short one, without the one over budget", len(got))
+	}
+	if !p.Overspent() {
+		t.Error("Overspent is false after a line was dropped for the budget")
+	}
+	p.Release()
+	if budget.used != 0 {
+		t.Errorf("%d bytes still taken after Release", budget.used)
+	}
+	p.Feed([]byte(long), emit)
+	if budget.used != 0 || len(got) != 3 {
+		t.Errorf("a released parser took %d bytes and emitted %d events", budget.used, len(got)-3)
+	}
+}
