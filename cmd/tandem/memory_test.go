@@ -51,6 +51,10 @@ type heldUpstream struct {
 func newHeldUpstream(n int, ct string, body []byte) *heldUpstream {
 	u := &heldUpstream{all: make(chan struct{})}
 	u.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost {
+			http.NotFound(w, r) // tandem's start-up check of the arms
+			return
+		}
 		got, _ := io.ReadAll(r.Body)
 		u.mu.Lock()
 		u.received = append(u.received, got)
@@ -126,8 +130,8 @@ func TestMemoryStaysBoundedUnderHostileLoads(t *testing.T) {
 		prod, arm    []byte // answers
 		prodCT, armT string
 	}{
-		{"4 MB bodies of numbers", 48, "/v1/chat/completions", numbersBody(4 << 20), jsonDocument(100), jsonDocument(100), "application/json", "application/json"},
-		{"4 MB batches of token-ID prompts", 48, "/v1/completions", tokenBatchBody(4 << 20), jsonDocument(100), jsonDocument(100), "application/json", "application/json"},
+		{"4 MB bodies of numbers", 48, "/v1/chat/completions", numbersBody(4<<20 - 100), jsonDocument(100), jsonDocument(100), "application/json", "application/json"},
+		{"4 MB batches of token-ID prompts", 48, "/v1/completions", tokenBatchBody(4<<20 - 10000), jsonDocument(100), jsonDocument(100), "application/json", "application/json"},
 		{"8 MB production documents", 50, "/v1/chat/completions", []byte(streamingChat), jsonDocument(8 << 20), jsonDocument(100), "application/json", "application/json"},
 		{"8 MB arm documents", 64, "/v1/chat/completions", []byte(streamingChat), jsonDocument(100), jsonDocument(8 << 20), "application/json", "application/json"},
 	} {
