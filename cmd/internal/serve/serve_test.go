@@ -401,3 +401,30 @@ func TestShutdownClosesUpgradedConnectionsAfterGrace(t *testing.T) {
 		t.Fatal("the upgraded connection is still open after Run returned")
 	}
 }
+
+// TestIdleConnectionsAreClosed: a keep-alive connection left idle longer
+// than TANDEM_IDLE_TIMEOUT is closed by tandem.
+func TestIdleConnectionsAreClosed(t *testing.T) {
+	prod, a, b := testupstream.New(testupstream.Script{}), testupstream.New(testupstream.Script{}), testupstream.New(testupstream.Script{})
+	for _, u := range []*testupstream.Server{prod, a, b} {
+		t.Cleanup(u.Close)
+	}
+	r := startWith(t, prod.URL, a, b, map[string]string{"TANDEM_IDLE_TIMEOUT": "1s"}, nil)
+	conn, err := net.Dial("tcp", r.proxyAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	io.WriteString(conn, "GET /v1/models HTTP/1.1\r\nHost: x\r\n\r\n")
+	br := bufio.NewReader(conn)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	conn.SetReadDeadline(time.Now().Add(20 * time.Second))
+	if _, err := br.ReadByte(); err != io.EOF {
+		t.Fatalf("idle connection: read %v, want EOF (closed by tandem)", err)
+	}
+}
