@@ -68,7 +68,7 @@ func (s *Server) shadowBodies(api sse.API, body []byte) ([][]byte, *held) {
 }
 
 // startMirror sends the request to the arms, whose slots the caller took.
-// The shadows run in their own goroutine; the caller never waits for them.
+// The shadows run in their own goroutines; the caller never waits for them.
 func (s *Server) startMirror(api sse.API, in *url.URL, class string, bodies [][]byte, hold *held) {
 	for _, arm := range s.arms {
 		s.metrics.ShadowInFlight(arm.config).Inc()
@@ -77,12 +77,6 @@ func (s *Server) startMirror(api sse.API, in *url.URL, class string, bodies [][]
 	go func() {
 		defer s.background.Done()
 		defer hold.done()
-		defer func() {
-			for _, arm := range s.arms {
-				s.metrics.ShadowInFlight(arm.config).Dec()
-				<-arm.slots
-			}
-		}()
 		s.mirror(api, in, class, bodies)
 	}()
 }
@@ -95,42 +89,51 @@ type shadowResult struct {
 	failure string
 }
 
-// mirror sends the request to every arm at the same moment, measures each,
-// and records the pair.
+// mirror sends the request to every arm at the same moment, in an order
+// drawn anew for each pair (whichever goes first reaches a shared queue
+// first), and measures each. Each arm is recorded, and gives back its
+// in-flight slot, when it finishes; the pair is recorded when both have.
 func (s *Server) mirror(api sse.API, in *url.URL, class string, bodies [][]byte) {
 	ctx, cancel := context.WithTimeout(s.shadowCtx, s.cfg.ShadowTimeout)
 	defer cancel()
+	release := func(arm *upstream) {
+		s.metrics.ShadowInFlight(arm.config).Dec()
+		<-arm.slots
+	}
 
 	reqs := make([]*http.Request, len(s.arms))
 	for i, arm := range s.arms {
 		var err error
 		if reqs[i], err = arm.shadowRequest(ctx, in, bodies[i]); err != nil {
 			s.log.Error("building mirrored request", "config", arm.config, "err", err)
+			for _, arm := range s.arms {
+				release(arm)
+			}
 			return
 		}
 	}
 
+	pairID := fmt.Sprintf("%016x", rand.Uint64())
 	results := make([]shadowResult, len(s.arms))
 	gate := make(chan struct{})
 	done := make(chan struct{}, len(s.arms))
-	for i, arm := range s.arms {
+	for _, i := range rand.Perm(len(s.arms)) {
+		arm := s.arms[i]
 		go func() {
 			defer func() { done <- struct{}{} }()
 			<-gate
-			results[i] = s.measureShadow(arm, api, reqs[i])
+			res := s.measureShadow(arm, api, reqs[i])
+			s.observe(arm.config, class, pairID, res.start, res.obs)
+			if res.obs.Outcome != exporter.OutcomeCompleted {
+				s.armFailures[arm.config].note(res.failure, time.Now())
+			}
+			release(arm)
+			results[i] = res
 		}()
 	}
 	close(gate)
 	for range s.arms {
 		<-done
-	}
-
-	pairID := fmt.Sprintf("%016x", rand.Uint64())
-	for i, arm := range s.arms {
-		s.observe(arm.config, class, pairID, results[i].start, results[i].obs)
-		if results[i].obs.Outcome != exporter.OutcomeCompleted {
-			s.armFailures[arm.config].note(results[i].failure, time.Now())
-		}
 	}
 	s.metrics.ObservePair(class, results[0].obs, results[1].obs)
 }

@@ -31,6 +31,8 @@ type Server struct {
 	cfg     Config
 	metrics *exporter.Metrics
 	records *record.Writer // nil when not recording
+	// observeHook, when set (in tests), is given every record.
+	observeHook func(record.Record)
 	log     *slog.Logger
 
 	primary *upstream
@@ -401,8 +403,14 @@ func clientReason(err error) string {
 // observe exports one measurement and writes its record.
 func (s *Server) observe(config, class, pairID string, start time.Time, o exporter.Observation) {
 	s.metrics.ObserveRequest(config, class, o)
-	if s.records != nil {
-		s.records.Write(record.New(start, config, class, pairID, o))
+	if s.records != nil || s.observeHook != nil {
+		rec := record.New(start, config, class, pairID, o)
+		if s.records != nil {
+			s.records.Write(rec)
+		}
+		if s.observeHook != nil {
+			s.observeHook(rec)
+		}
 	}
 }
 
