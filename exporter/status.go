@@ -15,6 +15,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
+
+	"github.com/kestrelops/tandem/exporter/nativehist"
 )
 
 // StatusOptions configure a StatusPage. Zero fields take their defaults.
@@ -109,7 +111,7 @@ type ClassStatus struct {
 	// TTFTDifferenceP50Seconds is the median of the paired TTFT(B) - TTFT(A).
 	TTFTDifferenceP50Seconds *float64 `json:"ttft_difference_p50_seconds"`
 
-	ttft map[string]*dto.Histogram
+	ttft map[string]*nativehist.Histogram
 }
 
 // ConfigStatus is one config within a class.
@@ -228,10 +230,10 @@ type metrics struct {
 	classes  []string
 	infos    []ConfigInfo
 	failed   map[seriesKey]float64
-	ttft     map[seriesKey]*dto.Histogram
+	ttft     map[seriesKey]*nativehist.Histogram
 	pairs    map[string]map[string]float64
 	mismatch map[string]float64
-	ttftDiff map[string]*dto.Histogram
+	ttftDiff map[string]*nativehist.Histogram
 	skipped  map[string]float64
 
 	recordsDropped map[string]float64
@@ -241,10 +243,10 @@ func readMetrics(mfs []*dto.MetricFamily) *metrics {
 	m := &metrics{
 		counters: counters{completed: map[seriesKey]float64{}, outputTokens: map[seriesKey]float64{}},
 		failed:   map[seriesKey]float64{},
-		ttft:     map[seriesKey]*dto.Histogram{},
+		ttft:     map[seriesKey]*nativehist.Histogram{},
 		pairs:    map[string]map[string]float64{},
 		mismatch: map[string]float64{},
-		ttftDiff: map[string]*dto.Histogram{},
+		ttftDiff: map[string]*nativehist.Histogram{},
 		skipped:  map[string]float64{},
 
 		recordsDropped: map[string]float64{},
@@ -267,7 +269,10 @@ func readMetrics(mfs []*dto.MetricFamily) *metrics {
 			case MetricOutputTokens:
 				m.outputTokens[key(s)] += s.GetCounter().GetValue()
 			case MetricTimeToFirstToken:
-				m.ttft[key(s)] = s.GetHistogram()
+				k := key(s)
+				if h, err := nativehist.FromProto(s.GetHistogram()); err == nil {
+					m.ttft[k] = h
+				}
 			case MetricPairs:
 				class := label(s, LabelClass)
 				if m.pairs[class] == nil {
@@ -277,7 +282,9 @@ func readMetrics(mfs []*dto.MetricFamily) *metrics {
 			case MetricPairOutputTokensMismatch:
 				m.mismatch[label(s, LabelClass)] += s.GetCounter().GetValue()
 			case MetricTTFTDifference:
-				m.ttftDiff[label(s, LabelClass)] = s.GetHistogram()
+				if h, err := nativehist.FromProto(s.GetHistogram()); err == nil {
+					m.ttftDiff[label(s, LabelClass)] = h
+				}
 			case MetricMirrorSkipped:
 				m.skipped[label(s, LabelReason)] += s.GetCounter().GetValue()
 			case MetricRecordWriteErrors:
@@ -329,26 +336,26 @@ func rank(v string, known []string) int {
 // classStatus sums the series of classes under the name class; TTFT
 // histograms are merged before quantiles are read.
 func (m *metrics) classStatus(class string, classes []string) ClassStatus {
-	cs := ClassStatus{Class: class, ttft: map[string]*dto.Histogram{}}
+	cs := ClassStatus{Class: class, ttft: map[string]*nativehist.Histogram{}}
 	for _, config := range m.configs {
 		s := ConfigStatus{Config: config}
-		var hs []*dto.Histogram
+		var hs []*nativehist.Histogram
 		for _, c := range classes {
 			k := seriesKey{config, c}
 			s.Completed += m.completed[k]
 			s.Failed += m.failed[k]
 			hs = append(hs, m.ttft[k])
 		}
-		if h, err := MergeNative(hs...); err == nil {
+		if h := nativehist.Sum(hs...); h != nil {
 			cs.ttft[config] = h
-			s.TTFTCount = float64(h.GetSampleCount()) + h.GetSampleCountFloat()
-			s.TTFTP50Seconds = known(NativeQuantile(h, 0.5))
-			s.TTFTP95Seconds = known(NativeQuantile(h, 0.95))
-			s.TTFTP99Seconds = known(NativeQuantile(h, 0.99))
+			s.TTFTCount = h.Count()
+			s.TTFTP50Seconds = known(h.Quantile(0.5))
+			s.TTFTP95Seconds = known(h.Quantile(0.95))
+			s.TTFTP99Seconds = known(h.Quantile(0.99))
 		}
 		cs.Configs = append(cs.Configs, s)
 	}
-	var diffs []*dto.Histogram
+	var diffs []*nativehist.Histogram
 	for _, c := range classes {
 		for result, v := range m.pairs[c] {
 			if cs.Pairs == nil {
@@ -359,8 +366,8 @@ func (m *metrics) classStatus(class string, classes []string) ClassStatus {
 		cs.OutputTokensMismatch += m.mismatch[c]
 		diffs = append(diffs, m.ttftDiff[c])
 	}
-	if h, err := MergeNative(diffs...); err == nil {
-		cs.TTFTDifferenceP50Seconds = known(NativeQuantile(h, 0.5))
+	if h := nativehist.Sum(diffs...); h != nil {
+		cs.TTFTDifferenceP50Seconds = known(h.Quantile(0.5))
 	}
 	return cs
 }
@@ -648,9 +655,15 @@ const (
 var chartColors = map[string]string{ConfigProduction: "#8a8a8a", ConfigA: "#1f6fb4", ConfigB: "#d2660a"}
 
 type chartSeries struct {
-	config  string
-	buckets []nativeBucket // counts as shares of all requests of the config
-	p95     float64
+	config string
+	bars   []bar
+	p95    float64
+}
+
+// bar is one bucket of a chart series, in milliseconds, with its share of
+// all requests of the config.
+type bar struct {
+	lower, upper, share float64
 }
 
 // ttftChart draws the TTFT distributions of A and B (production when there
@@ -664,21 +677,20 @@ func ttftChart(c ClassStatus) template.HTML {
 	var series []chartSeries
 	lo, hi, top := math.Inf(1), 0.0, 0.0
 	for _, config := range configs {
-		n, err := decodeNative(c.ttft[config])
-		if err != nil || n.count == 0 {
+		h := c.ttft[config]
+		if h.Count() == 0 {
 			continue
 		}
-		n.reduce(chartSchema)
-		s := chartSeries{config: config, p95: NativeQuantile(c.ttft[config], 0.95) * 1000}
-		for _, b := range n.buckets() {
-			if b.lower <= 0 {
+		s := chartSeries{config: config, p95: h.Quantile(0.95) * 1000}
+		for b := range h.Reduce(chartSchema).Buckets() {
+			if b.Lower <= 0 {
 				continue
 			}
-			b = nativeBucket{lower: b.lower * 1000, upper: b.upper * 1000, count: b.count / n.count}
-			s.buckets = append(s.buckets, b)
-			lo, hi, top = min(lo, b.lower), max(hi, b.upper), max(top, b.count)
+			r := bar{lower: b.Lower * 1000, upper: b.Upper * 1000, share: b.Count / h.Count()}
+			s.bars = append(s.bars, r)
+			lo, hi, top = min(lo, r.lower), max(hi, r.upper), max(top, r.share)
 		}
-		if len(s.buckets) > 0 {
+		if len(s.bars) > 0 {
 			series = append(series, s)
 		}
 	}
@@ -716,15 +728,15 @@ func ttftChart(c ClassStatus) template.HTML {
 		color := chartColors[s.config]
 		var path strings.Builder
 		prevUpper := math.NaN()
-		for _, bk := range s.buckets {
-			if bk.lower != prevUpper {
+		for _, r := range s.bars {
+			if r.lower != prevUpper {
 				if path.Len() > 0 {
 					fmt.Fprintf(&path, "L%.1f %.1fZ", x(prevUpper), base)
 				}
-				fmt.Fprintf(&path, "M%.1f %.1f", x(bk.lower), base)
+				fmt.Fprintf(&path, "M%.1f %.1f", x(r.lower), base)
 			}
-			fmt.Fprintf(&path, "L%.1f %.1fL%.1f %.1f", x(bk.lower), y(bk.count), x(bk.upper), y(bk.count))
-			prevUpper = bk.upper
+			fmt.Fprintf(&path, "L%.1f %.1fL%.1f %.1f", x(r.lower), y(r.share), x(r.upper), y(r.share))
+			prevUpper = r.upper
 		}
 		fmt.Fprintf(&path, "L%.1f %.1fZ", x(prevUpper), base)
 		fmt.Fprintf(&b, `<path data-config="%s" d="%s" fill="%s" fill-opacity="0.22" stroke="%s" stroke-width="1.5"/>`, s.config, path.String(), color, color)

@@ -28,6 +28,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 
 	"github.com/kestrelops/tandem/exporter"
+	"github.com/kestrelops/tandem/exporter/nativehist"
 )
 
 var testInfos = []exporter.Info{
@@ -56,8 +57,24 @@ func completed(ttft time.Duration, tokens int) exporter.Observation {
 
 func seconds(v float64) time.Duration { return time.Duration(v * float64(time.Second)) }
 
-// gathered returns the TTFT histogram of one config and class.
-func gathered(t *testing.T, reg prometheus.Gatherer, name, config, class string) *dto.Histogram {
+func lognormal(seed uint64, n int, mu, sigma float64) []float64 {
+	r := rand.New(rand.NewPCG(seed, seed))
+	out := make([]float64, n)
+	for i := range out {
+		out[i] = math.Exp(mu + sigma*r.NormFloat64())
+	}
+	return out
+}
+
+// exactQuantile is the nearest-rank quantile of values.
+func exactQuantile(values []float64, q float64) float64 {
+	s := slices.Sorted(slices.Values(values))
+	i := int(math.Ceil(q*float64(len(s)))) - 1
+	return s[max(i, 0)]
+}
+
+// gathered returns the histogram name of one config and class.
+func gathered(t *testing.T, reg prometheus.Gatherer, name, config, class string) *nativehist.Histogram {
 	t.Helper()
 	mfs, err := reg.Gather()
 	if err != nil {
@@ -73,7 +90,11 @@ func gathered(t *testing.T, reg prometheus.Gatherer, name, config, class string)
 				labels[l.GetName()] = l.GetValue()
 			}
 			if labels[exporter.LabelClass] == class && (config == "" || labels[exporter.LabelConfig] == config) {
-				return m.GetHistogram()
+				h, err := nativehist.FromProto(m.GetHistogram())
+				if err != nil {
+					t.Fatal(err)
+				}
+				return h
 			}
 		}
 	}
@@ -161,8 +182,8 @@ func TestStatusNumbersMatchHistogramsAndInputs(t *testing.T) {
 		h := gathered(t, reg, exporter.MetricTimeToFirstToken, config, exporter.ClassFresh)
 		for q, got := range map[float64]*float64{0.5: s.TTFTP50Seconds, 0.95: s.TTFTP95Seconds, 0.99: s.TTFTP99Seconds} {
 			v := value(t, config+" TTFT quantile", got)
-			if want := exporter.NativeQuantile(h, q); v != want {
-				t.Errorf("%s q%v = %v, NativeQuantile of the gathered histogram = %v", config, q, v, want)
+			if want := h.Quantile(q); v != want {
+				t.Errorf("%s q%v = %v, quantile of the gathered histogram = %v", config, q, v, want)
 			}
 			if exact := exactQuantile(ttfts[config], q); math.Abs(v-exact)/exact > 0.03 {
 				t.Errorf("%s q%v = %v, exact %v: more than 3%% off", config, q, v, exact)
@@ -180,7 +201,7 @@ func TestStatusNumbersMatchHistogramsAndInputs(t *testing.T) {
 		t.Errorf("token mismatches = %v, want 5", fresh.OutputTokensMismatch)
 	}
 	diff := gathered(t, reg, exporter.MetricTTFTDifference, "", exporter.ClassFresh)
-	if got, want := value(t, "TTFT difference p50", fresh.TTFTDifferenceP50Seconds), exporter.NativeQuantile(diff, 0.5); got != want {
+	if got, want := value(t, "TTFT difference p50", fresh.TTFTDifferenceP50Seconds), diff.Quantile(0.5); got != want {
 		t.Errorf("TTFT difference p50 = %v, want %v", got, want)
 	}
 	wantSkipped := map[string]float64{exporter.SkipOverloaded: 4, exporter.SkipInvalidBody: 1, exporter.SkipBodyTooLarge: 0, exporter.SkipUnsupported: 0, exporter.SkipOverBudget: 0}
@@ -226,13 +247,10 @@ func TestStatusMixedP95ComesFromMergedHistogram(t *testing.T) {
 	repeated := value(t, "repeated p95", configStatus(t, classStatus(t, st, exporter.ClassRepeatedPrefix), exporter.ConfigA).TTFTP95Seconds)
 	mixed := value(t, "mixed p95", configStatus(t, st.Mixed, exporter.ConfigA).TTFTP95Seconds)
 
-	merged, err := exporter.MergeNative(
+	merged := nativehist.Sum(
 		gathered(t, reg, exporter.MetricTimeToFirstToken, exporter.ConfigA, exporter.ClassFresh),
 		gathered(t, reg, exporter.MetricTimeToFirstToken, exporter.ConfigA, exporter.ClassRepeatedPrefix))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := exporter.NativeQuantile(merged, 0.95); mixed != want {
+	if want := merged.Quantile(0.95); mixed != want {
 		t.Errorf("mixed p95 = %v, want %v from the merged histogram", mixed, want)
 	}
 	if exact := exactQuantile(append(slices.Clone(fast), slow...), 0.95); math.Abs(mixed-exact)/exact > 0.03 {
@@ -577,7 +595,11 @@ func TestHandlerProtobufScrapeAndProbes(t *testing.T) {
 	if len(ttft.GetBucket()) != 0 {
 		t.Errorf("classic buckets present: %v", ttft.GetBucket())
 	}
-	if got := exporter.NativeQuantile(ttft, 1); got < 0.4 || got > 0.4*1.05 {
+	h, err := nativehist.FromProto(ttft)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := h.Quantile(1); got < 0.4 || got > 0.4*1.05 {
 		t.Errorf("max from the scraped histogram = %v, want the bucket holding 0.4", got)
 	}
 

@@ -12,6 +12,7 @@ import (
 
 	"github.com/kestrelops/tandem/cmd/internal/loadgen"
 	"github.com/kestrelops/tandem/exporter"
+	"github.com/kestrelops/tandem/exporter/nativehist"
 )
 
 // progress prints one line per load generator report: requests so far, and
@@ -61,8 +62,8 @@ func (p *progress) read() (ttft, tokens map[string]float64) {
 			switch mf.GetName() {
 			case exporter.MetricTimeToFirstToken:
 				ttft[key] = math.NaN()
-				if m.GetHistogram().GetSampleCount() > 0 {
-					ttft[key] = exporter.NativeQuantile(m.GetHistogram(), 0.95)
+				if h, err := nativehist.FromProto(m.GetHistogram()); err == nil {
+					ttft[key] = h.Quantile(0.95)
 				}
 			case exporter.MetricOutputTokens:
 				tokens[key] = m.GetCounter().GetValue()
