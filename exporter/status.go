@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
 
 	"github.com/kestrelops/tandem/exporter/nativehist"
 )
@@ -174,12 +173,12 @@ func (p *StatusPage) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // Status gathers the metrics, takes a snapshot when Interval has passed
 // since the last one, and computes what the page shows.
 func (p *StatusPage) Status() (Status, error) {
-	mfs, err := p.g.Gather()
+	g, err := Gather(p.g)
 	if err != nil {
 		return Status{}, err
 	}
 	now := p.opts.Now()
-	m := readMetrics(mfs)
+	m := readMetrics(g)
 	from, to, ok := p.snapshot(now, m.counters)
 
 	st := Status{
@@ -239,7 +238,7 @@ type metrics struct {
 	recordsDropped map[string]float64
 }
 
-func readMetrics(mfs []*dto.MetricFamily) *metrics {
+func readMetrics(g Gathered) *metrics {
 	m := &metrics{
 		counters: counters{completed: map[seriesKey]float64{}, outputTokens: map[seriesKey]float64{}},
 		failed:   map[seriesKey]float64{},
@@ -252,63 +251,58 @@ func readMetrics(mfs []*dto.MetricFamily) *metrics {
 		recordsDropped: map[string]float64{},
 	}
 	configs, classes := map[string]bool{}, map[string]bool{}
-	key := func(s *dto.Metric) seriesKey {
-		k := seriesKey{config: label(s, LabelConfig), class: label(s, LabelClass)}
+	key := func(s Series) seriesKey {
+		k := seriesKey{config: s.Label(LabelConfig), class: s.Label(LabelClass)}
 		configs[k.config], classes[k.class] = true, true
 		return k
 	}
-	for _, mf := range mfs {
-		for _, s := range mf.GetMetric() {
-			switch mf.GetName() {
-			case MetricRequests:
-				if label(s, LabelOutcome) == OutcomeCompleted {
-					m.completed[key(s)] += s.GetCounter().GetValue()
-				} else {
-					m.failed[key(s)] += s.GetCounter().GetValue()
-				}
-			case MetricOutputTokens:
-				m.outputTokens[key(s)] += s.GetCounter().GetValue()
-			case MetricTimeToFirstToken:
-				k := key(s)
-				if h, err := nativehist.FromProto(s.GetHistogram()); err == nil {
-					m.ttft[k] = h
-				}
-			case MetricPairs:
-				class := label(s, LabelClass)
-				if m.pairs[class] == nil {
-					m.pairs[class] = map[string]float64{}
-				}
-				m.pairs[class][label(s, LabelResult)] += s.GetCounter().GetValue()
-			case MetricPairOutputTokensMismatch:
-				m.mismatch[label(s, LabelClass)] += s.GetCounter().GetValue()
-			case MetricTTFTDifference:
-				if h, err := nativehist.FromProto(s.GetHistogram()); err == nil {
-					m.ttftDiff[label(s, LabelClass)] = h
-				}
-			case MetricMirrorSkipped:
-				m.skipped[label(s, LabelReason)] += s.GetCounter().GetValue()
-			case MetricRecordWriteErrors:
-				m.recordWriteErrors += s.GetCounter().GetValue()
-			case MetricRecordsDropped:
-				m.recordsDropped[label(s, LabelReason)] += s.GetCounter().GetValue()
-			case MetricConfigInfo:
-				m.infos = append(m.infos, ConfigInfo{Config: label(s, LabelConfig), Name: label(s, "name"), Model: label(s, "model")})
-			}
+	for s := range g.Series(MetricRequests) {
+		if s.Label(LabelOutcome) == OutcomeCompleted {
+			m.completed[key(s)] += s.Value()
+		} else {
+			m.failed[key(s)] += s.Value()
 		}
+	}
+	for s := range g.Series(MetricOutputTokens) {
+		m.outputTokens[key(s)] += s.Value()
+	}
+	for s := range g.Series(MetricTimeToFirstToken) {
+		k := key(s)
+		if h, err := s.Histogram(); err == nil {
+			m.ttft[k] = h
+		}
+	}
+	for s := range g.Series(MetricPairs) {
+		class := s.Label(LabelClass)
+		if m.pairs[class] == nil {
+			m.pairs[class] = map[string]float64{}
+		}
+		m.pairs[class][s.Label(LabelResult)] += s.Value()
+	}
+	for s := range g.Series(MetricPairOutputTokensMismatch) {
+		m.mismatch[s.Label(LabelClass)] += s.Value()
+	}
+	for s := range g.Series(MetricTTFTDifference) {
+		if h, err := s.Histogram(); err == nil {
+			m.ttftDiff[s.Label(LabelClass)] = h
+		}
+	}
+	for s := range g.Series(MetricMirrorSkipped) {
+		m.skipped[s.Label(LabelReason)] += s.Value()
+	}
+	for s := range g.Series(MetricRecordWriteErrors) {
+		m.recordWriteErrors += s.Value()
+	}
+	for s := range g.Series(MetricRecordsDropped) {
+		m.recordsDropped[s.Label(LabelReason)] += s.Value()
+	}
+	for s := range g.Series(MetricConfigInfo) {
+		m.infos = append(m.infos, ConfigInfo{Config: s.Label(LabelConfig), Name: s.Label("name"), Model: s.Label("model")})
 	}
 	m.configs = ordered(configs, Configs)
 	m.classes = ordered(classes, BuiltinClasses)
 	slices.SortFunc(m.infos, func(a, b ConfigInfo) int { return cmp.Compare(rank(a.Config, Configs), rank(b.Config, Configs)) })
 	return m
-}
-
-func label(s *dto.Metric, name string) string {
-	for _, l := range s.GetLabel() {
-		if l.GetName() == name {
-			return l.GetValue()
-		}
-	}
-	return ""
 }
 
 // ordered lists the keys of set: those in known first, in its order, then

@@ -263,17 +263,13 @@ func waitForShadows(ctx context.Context, g prometheus.Gatherer, limit time.Durat
 }
 
 func inFlight(g prometheus.Gatherer) float64 {
-	mfs, err := g.Gather()
+	gathered, err := exporter.Gather(g)
 	if err != nil {
 		return 0
 	}
 	var n float64
-	for _, mf := range mfs {
-		if mf.GetName() == exporter.MetricShadowInFlight {
-			for _, m := range mf.GetMetric() {
-				n += m.GetGauge().GetValue()
-			}
-		}
+	for s := range gathered.Series(exporter.MetricShadowInFlight) {
+		n += s.Value()
 	}
 	return n
 }
