@@ -77,7 +77,8 @@ func protoBuckets(spans []*dto.BucketSpan, deltas []int64, counts []float64) ([]
 
 // FromSampleHistogram reads a native histogram as the Prometheus HTTP API
 // returns it: the non-empty buckets with their bounds. The schema is
-// inferred from the bucket widths; buckets of custom bounds are an error.
+// inferred from the bucket widths (without buckets, the finest schema,
+// which any Sum reduces); buckets of custom bounds are an error.
 func FromSampleHistogram(sh *model.SampleHistogram) (*Histogram, error) {
 	if sh == nil {
 		return nil, errors.New("no histogram")
