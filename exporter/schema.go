@@ -1,6 +1,11 @@
 // Package exporter owns tandem's metric schema: every metric name, label name
 // and label value that dashboards, rules and the report depend on is declared
-// here, and nowhere else.
+// here, and nowhere else. It also registers the metrics and records
+// observations (New), serves /metrics and the health probes (Handler), and
+// reads the metrics back from a Gatherer (Gather) for the status page and
+// the demo: the package that names the metrics is the one that reads them
+// by name. The status page is exporter/statuspage; native histogram math is
+// exporter/nativehist.
 package exporter
 
 // Values of the config label.

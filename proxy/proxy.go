@@ -33,7 +33,7 @@ type Server struct {
 	records *record.Writer // nil when not recording
 	// observeHook, when set (in tests), is given every record.
 	observeHook func(record.Record)
-	log     *slog.Logger
+	log         *slog.Logger
 
 	primary *upstream
 	arms    []*upstream // A then B; empty when not mirroring

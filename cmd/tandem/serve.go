@@ -14,7 +14,7 @@ import (
 	"github.com/sethvargo/go-envconfig"
 
 	"github.com/kestrelops/tandem/cmd/internal/serve"
-	"github.com/kestrelops/tandem/exporter"
+	"github.com/kestrelops/tandem/exporter/statuspage"
 	"github.com/kestrelops/tandem/proxy"
 )
 
@@ -43,7 +43,7 @@ func runServe(ctx context.Context, args []string, _, stderr io.Writer) error {
 		Version: version,
 		Log:     log,
 		Status: func(g prometheus.Gatherer) http.Handler {
-			return exporter.NewStatusPage(g, exporter.StatusOptions{})
+			return statuspage.New(g, statuspage.Options{})
 		},
 	})
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/kestrelops/tandem/cmd/internal/serve"
 	"github.com/kestrelops/tandem/cmd/internal/sim"
 	"github.com/kestrelops/tandem/exporter"
+	"github.com/kestrelops/tandem/exporter/statuspage"
 	"github.com/kestrelops/tandem/proxy"
 	"github.com/kestrelops/tandem/proxy/record"
 )
@@ -132,7 +133,7 @@ func Run(ctx context.Context, c Config, stdout, stderr io.Writer) error {
 			Version:   "demo",
 			Log:       log,
 			Registry:  reg,
-			Status:    func(g prometheus.Gatherer) http.Handler { return exporter.NewStatusPage(g, exporter.StatusOptions{}) },
+			Status:    func(g prometheus.Gatherer) http.Handler { return statuspage.New(g, statuspage.Options{}) },
 			Listening: func(p, m string) { listening <- [2]string{p, m} },
 		})
 	}()
@@ -263,17 +264,13 @@ func waitForShadows(ctx context.Context, g prometheus.Gatherer, limit time.Durat
 }
 
 func inFlight(g prometheus.Gatherer) float64 {
-	mfs, err := g.Gather()
+	gathered, err := exporter.Gather(g)
 	if err != nil {
 		return 0
 	}
 	var n float64
-	for _, mf := range mfs {
-		if mf.GetName() == exporter.MetricShadowInFlight {
-			for _, m := range mf.GetMetric() {
-				n += m.GetGauge().GetValue()
-			}
-		}
+	for s := range gathered.Series(exporter.MetricShadowInFlight) {
+		n += s.Value()
 	}
 	return n
 }

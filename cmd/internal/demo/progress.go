@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
 
 	"github.com/kestrelops/tandem/cmd/internal/loadgen"
 	"github.com/kestrelops/tandem/exporter"
@@ -51,32 +50,21 @@ func (p *progress) print(lp loadgen.Progress) {
 // read returns the TTFT p95 and output token count per class/config.
 func (p *progress) read() (ttft, tokens map[string]float64) {
 	ttft, tokens = map[string]float64{}, map[string]float64{}
-	mfs, err := p.g.Gather()
+	g, err := exporter.Gather(p.g)
 	if err != nil {
 		return ttft, tokens
 	}
-	for _, mf := range mfs {
-		for _, m := range mf.GetMetric() {
-			key := label(m, exporter.LabelClass) + "/" + label(m, exporter.LabelConfig)
-			switch mf.GetName() {
-			case exporter.MetricTimeToFirstToken:
-				ttft[key] = math.NaN()
-				if m.GetHistogram().GetSampleCount() > 0 {
-					ttft[key] = exporter.NativeQuantile(m.GetHistogram(), 0.95)
-				}
-			case exporter.MetricOutputTokens:
-				tokens[key] = m.GetCounter().GetValue()
-			}
+	key := func(s exporter.Series) string {
+		return s.Label(exporter.LabelClass) + "/" + s.Label(exporter.LabelConfig)
+	}
+	for s := range g.Series(exporter.MetricTimeToFirstToken) {
+		ttft[key(s)] = math.NaN()
+		if h, err := s.Histogram(); err == nil {
+			ttft[key(s)] = h.Quantile(0.95)
 		}
+	}
+	for s := range g.Series(exporter.MetricOutputTokens) {
+		tokens[key(s)] = s.Value()
 	}
 	return ttft, tokens
-}
-
-func label(m *dto.Metric, name string) string {
-	for _, l := range m.GetLabel() {
-		if l.GetName() == name {
-			return l.GetValue()
-		}
-	}
-	return ""
 }

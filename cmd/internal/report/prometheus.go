@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/kestrelops/tandem/exporter"
+	"github.com/kestrelops/tandem/exporter/nativehist"
 )
 
 // FromPrometheus compares A and B on the increase of tandem's histograms and
@@ -61,14 +62,15 @@ func FromPrometheus(ctx context.Context, api v1.API, window time.Duration, end t
 			"tandem itself was busy: its goroutines waited %s at p99 to run (go_sched_latencies_seconds), so timings may be late by that much",
 			time.Duration(busy*float64(time.Second)).Round(10*time.Microsecond)))
 	}
-	mixed, mixedDiffs := classInput{name: MixedClass}, newHistogram()
-	mixedHist := [2][2]*histogram{{newHistogram(), newHistogram()}, {newHistogram(), newHistogram()}}
+	mixed := classInput{name: MixedClass}
+	var mixedTTFT, mixedITL [2][]*nativehist.Histogram
+	var mixedDiffs []*nativehist.Histogram
 	totalPairs := 0.0
 	for _, class := range classOrder(slices.Collect(maps.Keys(classSet))) {
 		in := classInput{name: class}
 		for side, config := range exporter.Arms {
 			k := key{config: config, class: class}
-			t, i := orEmpty(ttft[k]), orEmpty(itl[k])
+			t, i := histogram{ttft[k]}, histogram{itl[k]}
 			in.arms[side] = armInput{
 				completed:    int(math.Round(completed[k])),
 				ttft:         t,
@@ -77,8 +79,8 @@ func FromPrometheus(ctx context.Context, api v1.API, window time.Duration, end t
 				outputTokens: tokens[k],
 				seconds:      window.Seconds(),
 			}
-			mixedHist[side][0].add(t)
-			mixedHist[side][1].add(i)
+			mixedTTFT[side] = append(mixedTTFT[side], ttft[k])
+			mixedITL[side] = append(mixedITL[side], itl[k])
 			mixed.arms[side].completed += in.arms[side].completed
 			mixed.arms[side].outputTokens += tokens[k]
 		}
@@ -89,20 +91,21 @@ func FromPrometheus(ctx context.Context, api v1.API, window time.Duration, end t
 			BothFailed:      roundCount(pairs[key{class: class, result: exporter.PairBothFailed}]),
 			TokenMismatches: roundCount(mismatches[key{class: class}]),
 		}
-		d := orEmpty(diffs[key{class: class}])
+		d := histogram{diffs[key{class: class}]}
 		in.diffs, in.bFaster = d, roundCount(d.below())
-		mixedDiffs.add(d)
+		mixedDiffs = append(mixedDiffs, d.Histogram)
 		mixed.pairs = addCounts(mixed.pairs, in.pairs)
 		totalPairs += float64(in.pairs.total())
 		ev.classes = append(ev.classes, in)
 	}
 	for side := range mixed.arms {
-		mixed.arms[side].ttft = mixedHist[side][0]
-		mixed.arms[side].itl = mixedHist[side][1]
-		mixed.arms[side].speed = reciprocal{mixedHist[side][1]}
+		mixed.arms[side].ttft = histogram{nativehist.Sum(mixedTTFT[side]...)}
+		mixed.arms[side].itl = histogram{nativehist.Sum(mixedITL[side]...)}
+		mixed.arms[side].speed = reciprocal{mixed.arms[side].itl}
 		mixed.arms[side].seconds = window.Seconds()
 	}
-	mixed.diffs, mixed.bFaster = mixedDiffs, roundCount(mixedDiffs.below())
+	mixedDiff := histogram{nativehist.Sum(mixedDiffs...)}
+	mixed.diffs, mixed.bFaster = mixedDiff, roundCount(mixedDiff.below())
 	ev.mixed = mixed
 
 	if s := skipped[key{}]; s+totalPairs > 0 {
@@ -212,13 +215,13 @@ func (q *querier) values(metric, matchers, by string) map[key]float64 {
 	return out
 }
 
-func (q *querier) histograms(metric, matchers, by string) map[key]*histogram {
-	out := map[key]*histogram{}
+func (q *querier) histograms(metric, matchers, by string) map[key]*nativehist.Histogram {
+	out := map[key]*nativehist.Histogram{}
 	for _, s := range q.vector(metric, matchers, by) {
 		if s.Histogram == nil || q.err != nil {
 			continue
 		}
-		h, err := fromSampleHistogram(s.Histogram)
+		h, err := nativehist.FromSampleHistogram(s.Histogram)
 		if err != nil {
 			q.err = fmt.Errorf("%s%s: %w", metric, s.Metric, err)
 			return nil
@@ -226,13 +229,6 @@ func (q *querier) histograms(metric, matchers, by string) map[key]*histogram {
 		out[keyOf(s.Metric)] = h
 	}
 	return out
-}
-
-func orEmpty(h *histogram) *histogram {
-	if h == nil {
-		return newHistogram()
-	}
-	return h
 }
 
 func roundCount(x float64) int { return int(math.Round(x)) }

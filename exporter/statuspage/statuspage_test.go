@@ -1,4 +1,4 @@
-package exporter_test
+package statuspage_test
 
 import (
 	"context"
@@ -23,11 +23,11 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
 
 	"github.com/kestrelops/tandem/exporter"
+	"github.com/kestrelops/tandem/exporter/nativehist"
+	"github.com/kestrelops/tandem/exporter/statuspage"
 )
 
 var testInfos = []exporter.Info{
@@ -56,8 +56,24 @@ func completed(ttft time.Duration, tokens int) exporter.Observation {
 
 func seconds(v float64) time.Duration { return time.Duration(v * float64(time.Second)) }
 
-// gathered returns the TTFT histogram of one config and class.
-func gathered(t *testing.T, reg prometheus.Gatherer, name, config, class string) *dto.Histogram {
+func lognormal(seed uint64, n int, mu, sigma float64) []float64 {
+	r := rand.New(rand.NewPCG(seed, seed))
+	out := make([]float64, n)
+	for i := range out {
+		out[i] = math.Exp(mu + sigma*r.NormFloat64())
+	}
+	return out
+}
+
+// exactQuantile is the nearest-rank quantile of values.
+func exactQuantile(values []float64, q float64) float64 {
+	s := slices.Sorted(slices.Values(values))
+	i := int(math.Ceil(q*float64(len(s)))) - 1
+	return s[max(i, 0)]
+}
+
+// gathered returns the histogram name of one config and class.
+func gathered(t *testing.T, reg prometheus.Gatherer, name, config, class string) *nativehist.Histogram {
 	t.Helper()
 	mfs, err := reg.Gather()
 	if err != nil {
@@ -73,7 +89,11 @@ func gathered(t *testing.T, reg prometheus.Gatherer, name, config, class string)
 				labels[l.GetName()] = l.GetValue()
 			}
 			if labels[exporter.LabelClass] == class && (config == "" || labels[exporter.LabelConfig] == config) {
-				return m.GetHistogram()
+				h, err := nativehist.FromProto(m.GetHistogram())
+				if err != nil {
+					t.Fatal(err)
+				}
+				return h
 			}
 		}
 	}
@@ -81,7 +101,7 @@ func gathered(t *testing.T, reg prometheus.Gatherer, name, config, class string)
 	return nil
 }
 
-func mustStatus(t *testing.T, p *exporter.StatusPage) exporter.Status {
+func mustStatus(t *testing.T, p *statuspage.Page) statuspage.Status {
 	t.Helper()
 	st, err := p.Status()
 	if err != nil {
@@ -90,7 +110,7 @@ func mustStatus(t *testing.T, p *exporter.StatusPage) exporter.Status {
 	return st
 }
 
-func classStatus(t *testing.T, st exporter.Status, class string) exporter.ClassStatus {
+func classStatus(t *testing.T, st statuspage.Status, class string) statuspage.ClassStatus {
 	t.Helper()
 	for _, c := range st.Classes {
 		if c.Class == class {
@@ -98,10 +118,10 @@ func classStatus(t *testing.T, st exporter.Status, class string) exporter.ClassS
 		}
 	}
 	t.Fatalf("no class %q in %+v", class, st.Classes)
-	return exporter.ClassStatus{}
+	return statuspage.ClassStatus{}
 }
 
-func configStatus(t *testing.T, c exporter.ClassStatus, config string) exporter.ConfigStatus {
+func configStatus(t *testing.T, c statuspage.ClassStatus, config string) statuspage.ConfigStatus {
 	t.Helper()
 	s, ok := c.Config(config)
 	if !ok {
@@ -151,7 +171,7 @@ func TestStatusNumbersMatchHistogramsAndInputs(t *testing.T) {
 	}
 	m.MirrorSkipped(exporter.SkipInvalidBody)
 
-	st := mustStatus(t, exporter.NewStatusPage(reg, exporter.StatusOptions{}))
+	st := mustStatus(t, statuspage.New(reg, statuspage.Options{}))
 	fresh := classStatus(t, st, exporter.ClassFresh)
 	for _, config := range exporter.Configs {
 		s := configStatus(t, fresh, config)
@@ -161,8 +181,8 @@ func TestStatusNumbersMatchHistogramsAndInputs(t *testing.T) {
 		h := gathered(t, reg, exporter.MetricTimeToFirstToken, config, exporter.ClassFresh)
 		for q, got := range map[float64]*float64{0.5: s.TTFTP50Seconds, 0.95: s.TTFTP95Seconds, 0.99: s.TTFTP99Seconds} {
 			v := value(t, config+" TTFT quantile", got)
-			if want := exporter.NativeQuantile(h, q); v != want {
-				t.Errorf("%s q%v = %v, NativeQuantile of the gathered histogram = %v", config, q, v, want)
+			if want := h.Quantile(q); v != want {
+				t.Errorf("%s q%v = %v, quantile of the gathered histogram = %v", config, q, v, want)
 			}
 			if exact := exactQuantile(ttfts[config], q); math.Abs(v-exact)/exact > 0.03 {
 				t.Errorf("%s q%v = %v, exact %v: more than 3%% off", config, q, v, exact)
@@ -180,7 +200,7 @@ func TestStatusNumbersMatchHistogramsAndInputs(t *testing.T) {
 		t.Errorf("token mismatches = %v, want 5", fresh.OutputTokensMismatch)
 	}
 	diff := gathered(t, reg, exporter.MetricTTFTDifference, "", exporter.ClassFresh)
-	if got, want := value(t, "TTFT difference p50", fresh.TTFTDifferenceP50Seconds), exporter.NativeQuantile(diff, 0.5); got != want {
+	if got, want := value(t, "TTFT difference p50", fresh.TTFTDifferenceP50Seconds), diff.Quantile(0.5); got != want {
 		t.Errorf("TTFT difference p50 = %v, want %v", got, want)
 	}
 	wantSkipped := map[string]float64{exporter.SkipOverloaded: 4, exporter.SkipInvalidBody: 1, exporter.SkipBodyTooLarge: 0, exporter.SkipUnsupported: 0, exporter.SkipOverBudget: 0}
@@ -220,19 +240,16 @@ func TestStatusMixedP95ComesFromMergedHistogram(t *testing.T) {
 	for _, v := range slow {
 		m.ObserveRequest(exporter.ConfigA, exporter.ClassRepeatedPrefix, completed(seconds(v), 5))
 	}
-	st := mustStatus(t, exporter.NewStatusPage(reg, exporter.StatusOptions{}))
+	st := mustStatus(t, statuspage.New(reg, statuspage.Options{}))
 
 	fresh := value(t, "fresh p95", configStatus(t, classStatus(t, st, exporter.ClassFresh), exporter.ConfigA).TTFTP95Seconds)
 	repeated := value(t, "repeated p95", configStatus(t, classStatus(t, st, exporter.ClassRepeatedPrefix), exporter.ConfigA).TTFTP95Seconds)
 	mixed := value(t, "mixed p95", configStatus(t, st.Mixed, exporter.ConfigA).TTFTP95Seconds)
 
-	merged, err := exporter.MergeNative(
+	merged := nativehist.Sum(
 		gathered(t, reg, exporter.MetricTimeToFirstToken, exporter.ConfigA, exporter.ClassFresh),
 		gathered(t, reg, exporter.MetricTimeToFirstToken, exporter.ConfigA, exporter.ClassRepeatedPrefix))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := exporter.NativeQuantile(merged, 0.95); mixed != want {
+	if want := merged.Quantile(0.95); mixed != want {
 		t.Errorf("mixed p95 = %v, want %v from the merged histogram", mixed, want)
 	}
 	if exact := exactQuantile(append(slices.Clone(fast), slow...), 0.95); math.Abs(mixed-exact)/exact > 0.03 {
@@ -252,7 +269,7 @@ func TestStatusRatesOverWindow(t *testing.T) {
 		for range 20 {
 			m.ObserveRequest(exporter.ConfigA, exporter.ClassFresh, completed(100*time.Millisecond, 20))
 		}
-		p := exporter.NewStatusPage(reg, exporter.StatusOptions{Interval: 5 * time.Second, Window: time.Minute})
+		p := statuspage.New(reg, statuspage.Options{Interval: 5 * time.Second, Window: time.Minute})
 
 		st := mustStatus(t, p)
 		a := configStatus(t, classStatus(t, st, exporter.ClassFresh), exporter.ConfigA)
@@ -274,7 +291,7 @@ func TestStatusRatesOverWindow(t *testing.T) {
 		if st.WarmingUp {
 			t.Fatal("still warming up after two snapshots")
 		}
-		checkRate := func(st exporter.ClassStatus, config string, wantReq, wantTok float64) {
+		checkRate := func(st statuspage.ClassStatus, config string, wantReq, wantTok float64) {
 			t.Helper()
 			s := configStatus(t, st, config)
 			if got := value(t, "requests/s", s.RequestsPerSecond); got != wantReq {
@@ -319,7 +336,7 @@ func TestStatusRateAcrossCounterReset(t *testing.T) {
 	current := prometheus.Gatherer(before)
 	g := prometheus.GathererFunc(func() ([]*dto.MetricFamily, error) { return current.Gather() })
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	p := exporter.NewStatusPage(g, exporter.StatusOptions{Now: func() time.Time { return now }})
+	p := statuspage.New(g, statuspage.Options{Now: func() time.Time { return now }})
 	current, now = after, now.Add(5*time.Second)
 	a := configStatus(t, classStatus(t, mustStatus(t, p), exporter.ClassFresh), exporter.ConfigA)
 	if got := value(t, "requests/s", a.RequestsPerSecond); got != 2 {
@@ -338,7 +355,7 @@ func TestStatusHTML(t *testing.T) {
 		m.ObservePair(exporter.ClassFresh, completed(seconds(v), 12), completed(seconds(v*0.8), 12))
 	}
 	m.MirrorSkipped(exporter.SkipBodyTooLarge)
-	p := exporter.NewStatusPage(reg, exporter.StatusOptions{Refresh: 7 * time.Second})
+	p := statuspage.New(reg, statuspage.Options{Refresh: 7 * time.Second})
 	rec := httptest.NewRecorder()
 	p.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/", nil))
 	if rec.Code != http.StatusOK || !strings.HasPrefix(rec.Header().Get("Content-Type"), "text/html") {
@@ -389,7 +406,7 @@ func TestStatusHTML(t *testing.T) {
 func TestStatusRecordsAlert(t *testing.T) {
 	reg, m := newMetrics(t)
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	p := exporter.NewStatusPage(reg, exporter.StatusOptions{Now: func() time.Time { return now }})
+	p := statuspage.New(reg, statuspage.Options{Now: func() time.Time { return now }})
 	page := func() string {
 		rec := httptest.NewRecorder()
 		p.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/", nil))
@@ -435,13 +452,13 @@ func strconvMillis(ms float64) string {
 func TestStatusJSON(t *testing.T) {
 	reg, m := newMetrics(t)
 	m.ObserveRequest(exporter.ConfigA, exporter.ClassFresh, completed(150*time.Millisecond, 12))
-	p := exporter.NewStatusPage(reg, exporter.StatusOptions{})
+	p := statuspage.New(reg, statuspage.Options{})
 	rec := httptest.NewRecorder()
 	p.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/?format=json", nil))
 	if ct := rec.Header().Get("Content-Type"); ct != "application/json" {
 		t.Fatalf("content type %q", ct)
 	}
-	var st exporter.Status
+	var st statuspage.Status
 	if err := json.Unmarshal(rec.Body.Bytes(), &st); err != nil {
 		t.Fatal(err)
 	}
@@ -463,145 +480,9 @@ func TestStatusJSON(t *testing.T) {
 func TestStatusGatherError(t *testing.T) {
 	failing := prometheus.GathererFunc(func() ([]*dto.MetricFamily, error) { return nil, os.ErrDeadlineExceeded })
 	rec := httptest.NewRecorder()
-	exporter.NewStatusPage(failing, exporter.StatusOptions{}).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/", nil))
+	statuspage.New(failing, statuspage.Options{}).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/", nil))
 	if rec.Code != http.StatusInternalServerError {
 		t.Fatalf("status %d, want 500", rec.Code)
-	}
-}
-
-// TestExposition is the schema test: the text exposition of counters and
-// info metrics after a small known set of observations.
-func TestExposition(t *testing.T) {
-	reg, m := newMetrics(t)
-	m.ObserveRequest(exporter.ConfigProduction, exporter.ClassFresh, completed(100*time.Millisecond, 10))
-	a, b := completed(120*time.Millisecond, 10), completed(90*time.Millisecond, 11)
-	a.CachedPromptTokens = 64
-	a.TokensEstimated = true
-	m.ObserveRequest(exporter.ConfigA, exporter.ClassRepeatedPrefix, a)
-	m.ObserveRequest(exporter.ConfigB, exporter.ClassRepeatedPrefix, b)
-	m.ObservePair(exporter.ClassRepeatedPrefix, a, b)
-	timeout := exporter.Observation{Outcome: exporter.OutcomeTimeout, ImplausibleUsage: true}
-	m.ObserveRequest(exporter.ConfigB, exporter.ClassFresh, timeout)
-	m.ObservePair(exporter.ClassFresh, completed(80*time.Millisecond, 3), timeout)
-	m.MirrorSkipped(exporter.SkipUnsupported)
-	m.ShadowInFlight(exporter.ConfigA).Inc()
-	m.RecordWriteError()
-	m.RecordWriteError()
-	m.RecordsDropped(exporter.RecordDropWriteError, 5)
-
-	f, err := os.Open("testdata/metrics.txt")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	if err := testutil.GatherAndCompare(reg, f,
-		exporter.MetricRequests, exporter.MetricOutputTokens, exporter.MetricPromptTokens,
-		exporter.MetricCachedPromptTokens, exporter.MetricEstimatedTokenCounts, exporter.MetricImplausibleUsage, exporter.MetricPairs,
-		exporter.MetricPairOutputTokensMismatch, exporter.MetricMirrorSkipped, exporter.MetricShadowInFlight,
-		exporter.MetricConfigInfo, exporter.MetricRecordWriteErrors, exporter.MetricRecordsDropped,
-	); err != nil {
-		t.Fatal(err)
-	}
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	i := slices.IndexFunc(mfs, func(mf *dto.MetricFamily) bool { return mf.GetName() == exporter.MetricBuildInfo })
-	if i < 0 || len(mfs[i].GetMetric()) != 1 {
-		t.Fatal("no single tandem_build_info series")
-	}
-	labels := map[string]string{}
-	for _, l := range mfs[i].GetMetric()[0].GetLabel() {
-		labels[l.GetName()] = l.GetValue()
-	}
-	if labels["version"] != "test" || labels["revision"] != "rev" || !strings.HasPrefix(labels["goversion"], "go") {
-		t.Errorf("build info labels = %v", labels)
-	}
-}
-
-func TestHandlerProtobufScrapeAndProbes(t *testing.T) {
-	reg, m := newMetrics(t)
-	for _, v := range []float64{0.05, 0.1, 0.2, 0.4} {
-		m.ObserveRequest(exporter.ConfigA, exporter.ClassFresh, completed(seconds(v), 4))
-	}
-	ready := false
-	srv := httptest.NewServer(exporter.Handler(reg, func() bool { return ready }, nil))
-	defer srv.Close()
-
-	req, _ := http.NewRequest(http.MethodGet, srv.URL+"/metrics", nil)
-	req.Header.Set("Accept", "application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;encoding=delimited")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	format := expfmt.ResponseFormat(resp.Header)
-	if format.FormatType() != expfmt.TypeProtoDelim {
-		t.Fatalf("response format %q, want delimited protobuf", format)
-	}
-	dec := expfmt.NewDecoder(resp.Body, format)
-	var ttft *dto.Histogram
-	for {
-		var mf dto.MetricFamily
-		if err := dec.Decode(&mf); err != nil {
-			break
-		}
-		if mf.GetName() != exporter.MetricTimeToFirstToken {
-			continue
-		}
-		if mf.GetType() != dto.MetricType_HISTOGRAM {
-			t.Fatalf("type %v", mf.GetType())
-		}
-		for _, s := range mf.GetMetric() {
-			var config, class string
-			for _, l := range s.GetLabel() {
-				switch l.GetName() {
-				case exporter.LabelConfig:
-					config = l.GetValue()
-				case exporter.LabelClass:
-					class = l.GetValue()
-				}
-			}
-			if config == exporter.ConfigA && class == exporter.ClassFresh {
-				ttft = s.GetHistogram()
-			}
-		}
-	}
-	if ttft == nil {
-		t.Fatal("no tandem_time_to_first_token_seconds{config=A,class=fresh} in the protobuf scrape")
-	}
-	if ttft.GetSchema() != 4 || len(ttft.GetPositiveSpan()) == 0 || len(ttft.GetPositiveDelta()) == 0 || ttft.GetSampleCount() != 4 {
-		t.Fatalf("native histogram = schema %d, spans %v, deltas %v, count %d; want schema 4 with buckets for 4 observations",
-			ttft.GetSchema(), ttft.GetPositiveSpan(), ttft.GetPositiveDelta(), ttft.GetSampleCount())
-	}
-	if len(ttft.GetBucket()) != 0 {
-		t.Errorf("classic buckets present: %v", ttft.GetBucket())
-	}
-	if got := exporter.NativeQuantile(ttft, 1); got < 0.4 || got > 0.4*1.05 {
-		t.Errorf("max from the scraped histogram = %v, want the bucket holding 0.4", got)
-	}
-
-	get := func(path string) int {
-		t.Helper()
-		resp, err := http.Get(srv.URL + path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		return resp.StatusCode
-	}
-	if code := get("/-/healthy"); code != http.StatusOK {
-		t.Errorf("/-/healthy = %d", code)
-	}
-	if code := get("/-/ready"); code != http.StatusServiceUnavailable {
-		t.Errorf("/-/ready before ready = %d, want 503", code)
-	}
-	ready = true
-	if code := get("/-/ready"); code != http.StatusOK {
-		t.Errorf("/-/ready when ready = %d, want 200", code)
-	}
-	if code := get("/"); code != http.StatusNotFound {
-		t.Errorf("/ without a status page = %d, want 404", code)
 	}
 }
 
@@ -651,7 +532,7 @@ func TestStatusPageInChromium(t *testing.T) {
 	start := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 	var elapsed atomic.Int64
 	clock := func() time.Time { return start.Add(time.Duration(elapsed.Load())) }
-	page := exporter.NewStatusPage(reg, exporter.StatusOptions{Now: clock})
+	page := statuspage.New(reg, statuspage.Options{Now: clock})
 	syntheticTraffic(m, 3000)
 	elapsed.Store(int64(30 * time.Second))
 	srv := httptest.NewServer(exporter.Handler(reg, func() bool { return true }, page))
