@@ -151,7 +151,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		r = r.WithContext(context.WithValue(r.Context(), clientBodyKey{}, cb))
 		r.Body = cb
 	}
-	api, llm := sse.APIForPath(r.URL.Path)
+	api, llm := apiForPath(r.URL.Path)
 	if !llm {
 		s.reverse.ServeHTTP(w, r)
 		return
@@ -412,40 +412,6 @@ func (s *Server) observe(config, class, pairID string, start time.Time, o export
 			s.observeHook(rec)
 		}
 	}
-}
-
-// measuredTransport hands requests that carry a measuredRequest to its
-// measurement, which stamps the start of the clock at the hand-off.
-type measuredTransport struct{ next http.RoundTripper }
-
-type measurementKey struct{}
-
-// measuredRequest is what a measured production request carries in its
-// context: its measurement and its body, read whole.
-type measuredRequest struct {
-	m    *measurement
-	body []byte
-}
-
-func (t measuredTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	if mr, ok := req.Context().Value(measurementKey{}).(*measuredRequest); ok {
-		return mr.m.handOff(t.next, withBodyInMemory(req, mr.body))
-	}
-	return t.next.RoundTrip(req)
-}
-
-// withBodyInMemory returns a shallow copy of req whose body reads body, the
-// same bytes as req.Body. ReverseProxy wraps the outgoing body in a reader
-// http.Transport does not know to be in memory, and the transport then
-// writes the headers and the body in two writes (two TCP segments) instead
-// of one.
-func withBodyInMemory(req *http.Request, body []byte) *http.Request {
-	if req.Body == nil {
-		return req
-	}
-	out := *req
-	out.Body = io.NopCloser(bytes.NewReader(body))
-	return &out
 }
 
 // bufferPool recycles the copy buffers of the reverse proxy. A buffer is

@@ -13,19 +13,6 @@ const (
 	APIResponses                      // POST /v1/responses
 )
 
-// APIForPath maps a request path to its API; false for other paths.
-func APIForPath(path string) (API, bool) {
-	switch path {
-	case "/v1/chat/completions":
-		return APIChatCompletions, true
-	case "/v1/completions":
-		return APICompletions, true
-	case "/v1/responses":
-		return APIResponses, true
-	}
-	return 0, false
-}
-
 // String returns "chat_completions", "completions" or "responses".
 func (a API) String() string {
 	switch a {

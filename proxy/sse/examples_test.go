@@ -21,7 +21,7 @@ func ExampleMeter() {
 		"data: [DONE]\n\n",
 	}
 
-	api, _ := sse.APIForPath("/v1/chat/completions")
+	api := sse.APIChatCompletions
 	m := sse.NewMeter(api, start)
 	m.SetStreaming(sse.IsEventStream("text/event-stream; charset=utf-8"))
 	for i, c := range chunks {

@@ -391,27 +391,6 @@ func TestMeterVirtualTime(t *testing.T) {
 	})
 }
 
-func TestAPIForPath(t *testing.T) {
-	for _, tc := range []struct {
-		path string
-		api  API
-		ok   bool
-		name string
-	}{
-		{"/v1/chat/completions", APIChatCompletions, true, "chat_completions"},
-		{"/v1/completions", APICompletions, true, "completions"},
-		{"/v1/responses", APIResponses, true, "responses"},
-		{"/v1/embeddings", 0, false, "API(0)"},
-		{"/v1/chat/completions/", 0, false, "API(0)"},
-		{"", 0, false, "API(0)"},
-	} {
-		api, ok := APIForPath(tc.path)
-		if api != tc.api || ok != tc.ok || api.String() != tc.name {
-			t.Errorf("APIForPath(%q) = %v (%s), %v; want %v (%s), %v", tc.path, int(api), api, ok, int(tc.api), tc.name, tc.ok)
-		}
-	}
-}
-
 func TestMeterDoesNotRetainInput(t *testing.T) {
 	for _, streaming := range []bool{true, false} {
 		body := `{"choices":[{"message":{"content":"a"},"delta":{"content":"a"}}],"usage":{"completion_tokens":7}}`
