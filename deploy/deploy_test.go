@@ -11,7 +11,6 @@ import (
 	"reflect"
 	"slices"
 	"strconv"
-	"strings"
 	"testing"
 
 	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
@@ -24,6 +23,7 @@ import (
 
 	"github.com/kestrelops/tandem/deploy"
 	"github.com/kestrelops/tandem/deploy/rules"
+	"github.com/kestrelops/tandem/internal/serve"
 	"github.com/kestrelops/tandem/proxy"
 )
 
@@ -184,9 +184,9 @@ func TestKustomizationListsEveryManifest(t *testing.T) {
 }
 
 // defaults is tandem serve's configuration with nothing but the production URL set.
-func defaults(t *testing.T) proxy.Config {
+func defaults(t *testing.T) serve.Config {
 	t.Helper()
-	cfg, err := proxy.LoadConfig(context.Background(), envconfig.MapLookuper(map[string]string{
+	cfg, err := serve.LoadConfig(context.Background(), envconfig.MapLookuper(map[string]string{
 		proxy.EnvPrefix + "PRIMARY_URL": "http://production:8000",
 	}))
 	if err != nil {
@@ -297,9 +297,8 @@ func selects(selector, labels map[string]string) bool {
 func TestEnvironmentLoads(t *testing.T) {
 	m := loadManifests(t)
 	known := map[string]bool{}
-	for f := range reflect.TypeFor[proxy.Config]().Fields() {
-		name, _, _ := strings.Cut(f.Tag.Get("env"), ",")
-		known[proxy.EnvPrefix+name] = true
+	for _, v := range serve.ConfigVars() {
+		known[v.Name] = true
 	}
 	env := map[string]string{}
 	for _, from := range m.deployment.Spec.Template.Spec.Containers[0].EnvFrom {
@@ -317,7 +316,7 @@ func TestEnvironmentLoads(t *testing.T) {
 			env[k] = v
 		}
 	}
-	cfg, err := proxy.LoadConfig(context.Background(), envconfig.MapLookuper(env))
+	cfg, err := serve.LoadConfig(context.Background(), envconfig.MapLookuper(env))
 	if err != nil {
 		t.Fatalf("tandem serve rejects the Kubernetes configuration: %v", err)
 	}
