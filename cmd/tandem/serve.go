@@ -17,9 +17,7 @@ import (
 	"github.com/kestrelops/tandem/internal/serve"
 )
 
-func runServe(ctx context.Context, args []string, _, stderr io.Writer) error {
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+func runServe(ctx context.Context, fs *flag.FlagSet, args []string, _, stderr io.Writer) error {
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "Usage: tandem serve\n\nConfigured by environment variables:")
 		for _, v := range serve.ConfigVars() {
