@@ -3,7 +3,6 @@ package deploy_test
 import (
 	"bytes"
 	"context"
-	"flag"
 	"net"
 	"os"
 	"os/exec"
@@ -26,8 +25,6 @@ import (
 	"github.com/kestrelops/tandem/internal/serve"
 	"github.com/kestrelops/tandem/proxy"
 )
-
-var update = flag.Bool("update", false, "rewrite the generated files under deploy/")
 
 const dashboardsDir = "../dashboards/json"
 
@@ -53,17 +50,12 @@ func TestGeneratedManifestsAreCurrent(t *testing.T) {
 		"kubernetes/prometheusrule.yaml":       rule,
 		"kubernetes/dashboards-configmap.yaml": dashboards,
 	} {
-		if *update {
-			if err := os.WriteFile(file, want, 0o644); err != nil {
-				t.Fatal(err)
-			}
-		}
 		got, err := os.ReadFile(file)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if !bytes.Equal(got, want) {
-			t.Errorf("deploy/%s is stale; regenerate it with\n\tgo test ./deploy/... -update", file)
+			t.Errorf("deploy/%s is stale; regenerate it with\n\tgo generate ./...", file)
 		}
 	}
 }
@@ -372,7 +364,7 @@ func TestPrometheusRuleHoldsGeneratedRules(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !reflect.DeepEqual(m.prometheusRule.Spec, want) {
-		t.Error("prometheusrule.yaml does not hold the generated rules; run go test ./deploy/... -update")
+		t.Error("prometheusrule.yaml does not hold the generated rules; run go generate ./...")
 	}
 	var names []string
 	for _, g := range m.prometheusRule.Spec.Groups {
@@ -415,7 +407,7 @@ func TestDashboardsConfigMapHoldsDashboards(t *testing.T) {
 	}
 	for name, body := range want {
 		if cm.Data[name] != body {
-			t.Errorf("ConfigMap entry %s differs from dashboards/json/%s; run go test ./deploy/... -update", name, name)
+			t.Errorf("ConfigMap entry %s differs from dashboards/json/%s; run go generate ./...", name, name)
 		}
 	}
 }

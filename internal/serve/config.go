@@ -1,5 +1,7 @@
 package serve
 
+//go:generate go run gen_readme.go ../../README.md
+
 import (
 	"context"
 	"fmt"
