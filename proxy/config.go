@@ -326,8 +326,12 @@ type Variable struct {
 // instead, so that a struct embedding another can set its own variables
 // beside related ones.
 func Variables(t reflect.Type) []Variable {
-	var vars, placed []Variable
-	var ahead []string
+	type placement struct {
+		v      Variable
+		before string // the variable v is listed ahead of
+	}
+	var vars []Variable
+	var placed []placement
 	for f := range t.Fields() {
 		if f.Anonymous && f.Type.Kind() == reflect.Struct {
 			vars = append(vars, Variables(f.Type)...)
@@ -341,17 +345,17 @@ func Variables(t reflect.Type) []Variable {
 			}
 		}
 		if before, ok := f.Tag.Lookup("before"); ok {
-			placed, ahead = append(placed, v), append(ahead, EnvPrefix+before)
+			placed = append(placed, placement{v, EnvPrefix + before})
 			continue
 		}
 		vars = append(vars, v)
 	}
-	for i, v := range placed {
-		at := slices.IndexFunc(vars, func(o Variable) bool { return o.Name == ahead[i] })
+	for _, p := range placed {
+		at := slices.IndexFunc(vars, func(o Variable) bool { return o.Name == p.before })
 		if at < 0 {
-			panic(fmt.Sprintf("%s: %s is tagged before:%q, which is not a variable of it", t, v.Name, ahead[i]))
+			panic(fmt.Sprintf("%s: %s is tagged before:%q, which is not a variable of it", t, p.v.Name, p.before))
 		}
-		vars = slices.Insert(vars, at, v)
+		vars = slices.Insert(vars, at, p.v)
 	}
 	return vars
 }
