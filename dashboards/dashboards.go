@@ -1,9 +1,10 @@
 // Package dashboards builds tandem's Grafana dashboards as code with the
 // grafana-foundation-sdk: the A/B comparison and the production view. The
 // generated JSON is committed under dashboards/json and kept in step by a
-// test; regenerate it with `go run ./cmd/tandem dashboards --out
-// dashboards/json` or `go test ./dashboards -update`.
+// test; go generate ./... regenerates it.
 package dashboards
+
+//go:generate go run ../cmd/tandem dashboards --out json
 
 import (
 	"encoding/json"

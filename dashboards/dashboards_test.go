@@ -3,7 +3,6 @@ package dashboards
 import (
 	"bytes"
 	"encoding/json"
-	"flag"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,23 +17,16 @@ import (
 	"github.com/kestrelops/tandem/exporter"
 )
 
-var update = flag.Bool("update", false, "rewrite the committed dashboards in json/")
-
 const committedDir = "json"
 
 func TestCommittedJSONIsUpToDate(t *testing.T) {
-	if *update {
-		if err := Write(committedDir); err != nil {
-			t.Fatal(err)
-		}
-	}
 	dir := t.TempDir()
 	if err := Write(dir); err != nil {
 		t.Fatal(err)
 	}
 	generated := jsonFiles(t, dir)
 	committed := jsonFiles(t, committedDir)
-	const regenerate = "regenerate with `go run ./cmd/tandem dashboards --out dashboards/json` or `go test ./dashboards -update`"
+	const regenerate = "regenerate with go generate ./..."
 	for name, want := range generated {
 		got, ok := committed[name]
 		if !ok {

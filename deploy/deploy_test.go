@@ -3,7 +3,6 @@ package deploy_test
 import (
 	"bytes"
 	"context"
-	"flag"
 	"net"
 	"os"
 	"os/exec"
@@ -11,7 +10,6 @@ import (
 	"reflect"
 	"slices"
 	"strconv"
-	"strings"
 	"testing"
 
 	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
@@ -24,10 +22,9 @@ import (
 
 	"github.com/kestrelops/tandem/deploy"
 	"github.com/kestrelops/tandem/deploy/rules"
+	"github.com/kestrelops/tandem/internal/serve"
 	"github.com/kestrelops/tandem/proxy"
 )
-
-var update = flag.Bool("update", false, "rewrite the generated files under deploy/")
 
 const dashboardsDir = "../dashboards/json"
 
@@ -53,17 +50,12 @@ func TestGeneratedManifestsAreCurrent(t *testing.T) {
 		"kubernetes/prometheusrule.yaml":       rule,
 		"kubernetes/dashboards-configmap.yaml": dashboards,
 	} {
-		if *update {
-			if err := os.WriteFile(file, want, 0o644); err != nil {
-				t.Fatal(err)
-			}
-		}
 		got, err := os.ReadFile(file)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if !bytes.Equal(got, want) {
-			t.Errorf("deploy/%s is stale; regenerate it with\n\tgo test ./deploy/... -update", file)
+			t.Errorf("deploy/%s is stale; regenerate it with\n\tgo generate ./...", file)
 		}
 	}
 }
@@ -184,9 +176,9 @@ func TestKustomizationListsEveryManifest(t *testing.T) {
 }
 
 // defaults is tandem serve's configuration with nothing but the production URL set.
-func defaults(t *testing.T) proxy.Config {
+func defaults(t *testing.T) serve.Config {
 	t.Helper()
-	cfg, err := proxy.LoadConfig(context.Background(), envconfig.MapLookuper(map[string]string{
+	cfg, err := serve.LoadConfig(context.Background(), envconfig.MapLookuper(map[string]string{
 		proxy.EnvPrefix + "PRIMARY_URL": "http://production:8000",
 	}))
 	if err != nil {
@@ -297,9 +289,8 @@ func selects(selector, labels map[string]string) bool {
 func TestEnvironmentLoads(t *testing.T) {
 	m := loadManifests(t)
 	known := map[string]bool{}
-	for f := range reflect.TypeFor[proxy.Config]().Fields() {
-		name, _, _ := strings.Cut(f.Tag.Get("env"), ",")
-		known[proxy.EnvPrefix+name] = true
+	for _, v := range serve.ConfigVars() {
+		known[v.Name] = true
 	}
 	env := map[string]string{}
 	for _, from := range m.deployment.Spec.Template.Spec.Containers[0].EnvFrom {
@@ -317,7 +308,7 @@ func TestEnvironmentLoads(t *testing.T) {
 			env[k] = v
 		}
 	}
-	cfg, err := proxy.LoadConfig(context.Background(), envconfig.MapLookuper(env))
+	cfg, err := serve.LoadConfig(context.Background(), envconfig.MapLookuper(env))
 	if err != nil {
 		t.Fatalf("tandem serve rejects the Kubernetes configuration: %v", err)
 	}
@@ -373,7 +364,7 @@ func TestPrometheusRuleHoldsGeneratedRules(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !reflect.DeepEqual(m.prometheusRule.Spec, want) {
-		t.Error("prometheusrule.yaml does not hold the generated rules; run go test ./deploy/... -update")
+		t.Error("prometheusrule.yaml does not hold the generated rules; run go generate ./...")
 	}
 	var names []string
 	for _, g := range m.prometheusRule.Spec.Groups {
@@ -416,7 +407,7 @@ func TestDashboardsConfigMapHoldsDashboards(t *testing.T) {
 	}
 	for name, body := range want {
 		if cm.Data[name] != body {
-			t.Errorf("ConfigMap entry %s differs from dashboards/json/%s; run go test ./deploy/... -update", name, name)
+			t.Errorf("ConfigMap entry %s differs from dashboards/json/%s; run go generate ./...", name, name)
 		}
 	}
 }

@@ -3,9 +3,9 @@ package proxy
 import (
 	"context"
 	"fmt"
-	"net"
 	"net/url"
 	"reflect"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -20,12 +20,10 @@ import (
 // EnvPrefix is the prefix of every environment variable tandem serve reads.
 const EnvPrefix = "TANDEM_"
 
-// Config is the configuration of tandem serve, read from TANDEM_* variables.
-// Each field's doc tag is the text of the README's configuration table.
+// Config is the proxy's configuration: upstreams, sampling, limits and
+// classification, read from TANDEM_* variables. Each field's doc tag is the
+// text of the README's configuration table.
 type Config struct {
-	ListenAddr  string `env:"LISTEN_ADDR, default=:8080" doc:"Proxy listener (client traffic)."`
-	MetricsAddr string `env:"METRICS_ADDR, default=:9464" doc:"Metrics, status page and health listener."`
-
 	PrimaryURL string `env:"PRIMARY_URL" doc:"Production upstream base URL (required). Every request goes there unchanged."`
 	AURL       string `env:"A_URL" doc:"Configuration A base URL. Set both A and B, or neither (then only production is measured)."`
 	BURL       string `env:"B_URL" doc:"Configuration B base URL."`
@@ -47,10 +45,6 @@ type Config struct {
 	MirrorMaxBodyBytes     int64         `env:"MIRROR_MAX_BODY_BYTES, default=4194304" doc:"Largest request body mirrored; larger bodies go to production untouched and are not mirrored."`
 	MaxBufferedBytes       int64         `env:"MAX_BUFFERED_BYTES, default=67108864" doc:"Every byte tandem holds for measurement (request bodies, their prompts, mirrored bodies, partial stream frames) counts against this budget; when it is spent, requests still go to production untouched, unmeasured (skipped as over_budget)."`
 
-	RecordPath     string `env:"RECORD_PATH" doc:"When set, one JSON line per measured request is appended here (no prompt text)."`
-	RecordMaxBytes int64  `env:"RECORD_MAX_BYTES, default=104857600" doc:"Size at which the record file is rotated."`
-	RecordMaxFiles int    `env:"RECORD_MAX_FILES, default=5" doc:"Rotated record files kept besides the current one."`
-
 	PrefixChunkBytes   int           `env:"PREFIX_CHUNK_BYTES, default=64" doc:"Chunk size of the prefix index."`
 	PrefixIndexEntries int           `env:"PREFIX_INDEX_ENTRIES, default=100000" doc:"Chunks held by each prefix index (mirror and production)."`
 	PrefixTTL          time.Duration `env:"PREFIX_TTL, default=10m" doc:"How long a prefix stays known without being seen again; approximates an engine's prefix cache."`
@@ -59,9 +53,7 @@ type Config struct {
 	ClassHeader        string        `env:"CLASS_HEADER" doc:"Request header whose value becomes the class when it is in TANDEM_EXTRA_CLASSES."`
 	ExtraClasses       []string      `env:"EXTRA_CLASSES" doc:"Comma-separated classes allowed through TANDEM_CLASS_HEADER."`
 
-	IdleTimeout     time.Duration `env:"IDLE_TIMEOUT, default=75s" doc:"How long an idle client keep-alive connection is kept (nginx's keepalive_timeout)."`
 	BodyReadTimeout time.Duration `env:"BODY_READ_TIMEOUT, default=60s" doc:"Longest wait for the next bytes of a client's request body (nginx's client_body_timeout); the client then gets 408."`
-	ShutdownGrace   time.Duration `env:"SHUTDOWN_GRACE, default=30s" doc:"On SIGTERM, how long in-flight production requests may take to finish; streams and upgraded connections still open then are cut."`
 }
 
 // Secret is a credential: it prints as [redacted].
@@ -77,44 +69,55 @@ func (s Secret) String() string {
 // GoString keeps %#v from printing the secret.
 func (s Secret) GoString() string { return s.String() }
 
-// LoadConfig reads the configuration from l (os environment in production)
-// and validates it. Errors name the offending variable.
+// LoadConfig reads the proxy's configuration from l (os environment in
+// production) and validates it. Errors name the offending variable.
 func LoadConfig(ctx context.Context, l envconfig.Lookuper) (Config, error) {
 	var c Config
-	err := envconfig.ProcessWith(ctx, &envconfig.Config{
-		Target:   &c,
-		Lookuper: envconfig.PrefixLookuper(EnvPrefix, l),
-	})
-	if err != nil {
-		return c, nameVariable(err)
+	if err := ReadVariables(ctx, l, &c); err != nil {
+		return c, err
 	}
 	return c, c.Validate()
 }
 
-// nameVariable rewrites go-envconfig's "FieldName: cause" errors to name the
-// environment variable instead.
-func nameVariable(err error) error {
-	msg := err.Error()
-	for f := range reflect.TypeFor[Config]().Fields() {
-		if cause, ok := strings.CutPrefix(msg, f.Name+": "); ok {
-			name, _, _ := strings.Cut(f.Tag.Get("env"), ",")
-			return fmt.Errorf("invalid %s%s: %s", EnvPrefix, name, cause)
-		}
+// ReadVariables reads TANDEM_* variables from l into target, a pointer to a
+// struct whose fields carry env tags (embedded structs are read in place).
+// An error names the variable whose value does not parse.
+func ReadVariables(ctx context.Context, l envconfig.Lookuper, target any) error {
+	err := envconfig.ProcessWith(ctx, &envconfig.Config{
+		Target:   target,
+		Lookuper: envconfig.PrefixLookuper(EnvPrefix, l),
+	})
+	if err == nil {
+		return nil
+	}
+	if name, cause, ok := variableOf(err.Error(), reflect.TypeOf(target).Elem()); ok {
+		return Invalid(name, "%s", cause)
 	}
 	return err
+}
+
+// variableOf finds the variable of go-envconfig's "FieldName: cause" error
+// message, "Embedded: FieldName: cause" for a field of an embedded struct.
+func variableOf(msg string, t reflect.Type) (name, cause string, ok bool) {
+	for f := range t.Fields() {
+		rest, found := strings.CutPrefix(msg, f.Name+": ")
+		if !found {
+			continue
+		}
+		if f.Anonymous && f.Type.Kind() == reflect.Struct {
+			return variableOf(rest, f.Type)
+		}
+		name, _, _ = strings.Cut(f.Tag.Get("env"), ",")
+		return name, rest, true
+	}
+	return "", "", false
 }
 
 // Validate checks every setting and names the first invalid variable. Every
 // number has an upper bound the code can honour.
 func (c Config) Validate() error {
-	if err := checkAddr("LISTEN_ADDR", c.ListenAddr); err != nil {
-		return err
-	}
-	if err := checkAddr("METRICS_ADDR", c.MetricsAddr); err != nil {
-		return err
-	}
 	if c.PrimaryURL == "" {
-		return invalid("PRIMARY_URL", "is required: the base URL of production, e.g. http://vllm:8000")
+		return Invalid("PRIMARY_URL", "is required: the base URL of production, e.g. http://vllm:8000")
 	}
 	for _, u := range []struct{ name, value string }{{"PRIMARY_URL", c.PrimaryURL}, {"A_URL", c.AURL}, {"B_URL", c.BURL}} {
 		if err := checkURL(u.name, u.value); err != nil {
@@ -123,9 +126,9 @@ func (c Config) Validate() error {
 	}
 	if (c.AURL == "") != (c.BURL == "") {
 		if c.AURL == "" {
-			return invalid("A_URL", "must be set when TANDEM_B_URL is set (set both arms or neither)")
+			return Invalid("A_URL", "must be set when TANDEM_B_URL is set (set both arms or neither)")
 		}
-		return invalid("B_URL", "must be set when TANDEM_A_URL is set (set both arms or neither)")
+		return Invalid("B_URL", "must be set when TANDEM_A_URL is set (set both arms or neither)")
 	}
 	for _, k := range []struct {
 		name  string
@@ -144,74 +147,64 @@ func (c Config) Validate() error {
 	}
 	for _, h := range []struct{ name, value string }{{"SAMPLE_KEY_HEADER", c.SampleKeyHeader}, {"CLASS_HEADER", c.ClassHeader}} {
 		if h.value != "" && !validHeaderName(h.value) {
-			return invalid(h.name, "must be an HTTP header name, got %q", h.value)
+			return Invalid(h.name, "must be an HTTP header name, got %q", h.value)
 		}
 	}
 	if !(c.SampleRate >= 0 && c.SampleRate <= 1) { // NaN fails too
-		return invalid("SAMPLE_RATE", "must be between 0 and 1, got %g", c.SampleRate)
+		return Invalid("SAMPLE_RATE", "must be between 0 and 1, got %g", c.SampleRate)
 	}
 	if c.SampleBy != "conversation" && c.SampleBy != "request" {
-		return invalid("SAMPLE_BY", "must be conversation or request, got %q", c.SampleBy)
+		return Invalid("SAMPLE_BY", "must be conversation or request, got %q", c.SampleBy)
 	}
 	if !(c.RepeatMinFraction > 0 && c.RepeatMinFraction <= 1) { // NaN fails too
-		return invalid("REPEAT_MIN_FRACTION", "must be greater than 0 and at most 1, got %g", c.RepeatMinFraction)
+		return Invalid("REPEAT_MIN_FRACTION", "must be greater than 0 and at most 1, got %g", c.RepeatMinFraction)
 	}
-	for _, r := range []struct {
-		name          string
-		value, lo, hi int64
-	}{
-		{"SHADOW_MAX_IN_FLIGHT", int64(c.ShadowMaxInFlight), 1, 100_000},
-		{"SHADOW_MAX_RESPONSE_BYTES", c.ShadowMaxResponseBytes, 1 << 10, 1 << 30},
-		{"SHADOW_READ_RATE", c.ShadowReadRate, 1 << 20, 1 << 34},
-		{"MIRROR_MAX_BODY_BYTES", c.MirrorMaxBodyBytes, 1, 1 << 30},
-		{"MAX_BUFFERED_BYTES", c.MaxBufferedBytes, 1 << 20, 1 << 36},
-		{"RECORD_MAX_BYTES", c.RecordMaxBytes, 1 << 10, 1 << 40},
-		{"RECORD_MAX_FILES", int64(c.RecordMaxFiles), 0, 1000},
-		{"PREFIX_CHUNK_BYTES", int64(c.PrefixChunkBytes), 1, 1 << 20},
-		{"PREFIX_INDEX_ENTRIES", int64(c.PrefixIndexEntries), 1, 10_000_000},
-		{"REPEAT_MIN_BYTES", int64(c.RepeatMinBytes), 0, 1 << 30},
+	for _, err := range []error{
+		CheckRange("SHADOW_MAX_IN_FLIGHT", c.ShadowMaxInFlight, 1, 100_000),
+		CheckRange("SHADOW_MAX_RESPONSE_BYTES", c.ShadowMaxResponseBytes, 1<<10, 1<<30),
+		CheckRange("SHADOW_READ_RATE", c.ShadowReadRate, 1<<20, 1<<34),
+		CheckRange("MIRROR_MAX_BODY_BYTES", c.MirrorMaxBodyBytes, 1, 1<<30),
+		CheckRange("MAX_BUFFERED_BYTES", c.MaxBufferedBytes, 1<<20, 1<<36),
+		CheckRange("PREFIX_CHUNK_BYTES", c.PrefixChunkBytes, 1, 1<<20),
+		CheckRange("PREFIX_INDEX_ENTRIES", c.PrefixIndexEntries, 1, 10_000_000),
+		CheckRange("REPEAT_MIN_BYTES", c.RepeatMinBytes, 0, 1<<30),
 	} {
-		if r.value < r.lo || r.value > r.hi {
-			return invalid(r.name, "must be between %d and %d, got %d", r.lo, r.hi, r.value)
+		if err != nil {
+			return err
 		}
 	}
 	if 2*c.MirrorMaxBodyBytes > c.MaxBufferedBytes {
-		return invalid("MIRROR_MAX_BODY_BYTES", "must be at most half of TANDEM_MAX_BUFFERED_BYTES (%d): a mirrored body is held with its prompt, got %d",
+		return Invalid("MIRROR_MAX_BODY_BYTES", "must be at most half of TANDEM_MAX_BUFFERED_BYTES (%d): a mirrored body is held with its prompt, got %d",
 			c.MaxBufferedBytes, c.MirrorMaxBodyBytes)
 	}
-	for _, d := range []struct {
-		name          string
-		value, lo, hi time.Duration
-	}{
-		{"SHADOW_TIMEOUT", c.ShadowTimeout, time.Millisecond, 24 * time.Hour},
-		{"PREFIX_TTL", c.PrefixTTL, time.Second, 7 * 24 * time.Hour},
-		{"IDLE_TIMEOUT", c.IdleTimeout, time.Second, 24 * time.Hour},
-		{"BODY_READ_TIMEOUT", c.BodyReadTimeout, time.Second, time.Hour},
-		{"SHUTDOWN_GRACE", c.ShutdownGrace, 0, time.Hour},
+	for _, err := range []error{
+		CheckRange("SHADOW_TIMEOUT", c.ShadowTimeout, time.Millisecond, 24*time.Hour),
+		CheckRange("PREFIX_TTL", c.PrefixTTL, time.Second, 7*24*time.Hour),
+		CheckRange("BODY_READ_TIMEOUT", c.BodyReadTimeout, time.Second, time.Hour),
 	} {
-		if d.value < d.lo || d.value > d.hi {
-			return invalid(d.name, "must be between %s and %s, got %s", d.lo, d.hi, d.value)
+		if err != nil {
+			return err
 		}
 	}
-	if len(c.ExtraClasses) > maxExtraClasses {
-		return invalid("EXTRA_CLASSES", "allows at most %d classes, got %d", maxExtraClasses, len(c.ExtraClasses))
+	if len(c.ExtraClasses) > MaxExtraClasses {
+		return Invalid("EXTRA_CLASSES", "allows at most %d classes, got %d", MaxExtraClasses, len(c.ExtraClasses))
 	}
 	for _, class := range c.ExtraClasses {
 		if !validClassName(class) {
-			return invalid("EXTRA_CLASSES", "class %q must be 1 to 64 characters of a-z, 0-9 and _", class)
+			return Invalid("EXTRA_CLASSES", "class %q must be 1 to 64 characters of a-z, 0-9 and _", class)
 		}
 		if class == exporter.ClassFresh || class == exporter.ClassRepeatedPrefix {
-			return invalid("EXTRA_CLASSES", "class %q is built in", class)
+			return Invalid("EXTRA_CLASSES", "class %q is built in", class)
 		}
 	}
 	if len(c.ExtraClasses) > 0 && c.ClassHeader == "" {
-		return invalid("CLASS_HEADER", "must be set when TANDEM_EXTRA_CLASSES is set")
+		return Invalid("CLASS_HEADER", "must be set when TANDEM_EXTRA_CLASSES is set")
 	}
 	return nil
 }
 
-// maxExtraClasses bounds the class label's cardinality.
-const maxExtraClasses = 16
+// MaxExtraClasses bounds the class label's cardinality.
+const MaxExtraClasses = 16
 
 // Mirroring reports whether A and B are configured.
 func (c Config) Mirroring() bool { return c.AURL != "" && c.BURL != "" }
@@ -232,13 +225,17 @@ func (c Config) ClassifierOptions() classify.Options {
 	}
 }
 
-func invalid(name, format string, args ...any) error {
+// Invalid is the error of variable TANDEM_<name>: "invalid TANDEM_<name>: "
+// and the message.
+func Invalid(name, format string, args ...any) error {
 	return fmt.Errorf("invalid %s%s: %s", EnvPrefix, name, fmt.Sprintf(format, args...))
 }
 
-func checkAddr(name, addr string) error {
-	if _, _, err := net.SplitHostPort(addr); err != nil {
-		return invalid(name, "must be host:port or :port, got %q", addr)
+// CheckRange is the error of variable TANDEM_<name> when value lies outside
+// lo to hi, or nil.
+func CheckRange[T ~int | ~int64](name string, value, lo, hi T) error {
+	if value < lo || value > hi {
+		return Invalid(name, "must be between %v and %v, got %v", lo, hi, value)
 	}
 	return nil
 }
@@ -249,10 +246,10 @@ func checkURL(name, raw string) error {
 	}
 	u, err := url.Parse(raw)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return invalid(name, "must be an absolute http or https URL, got %q", redactURL(raw))
+		return Invalid(name, "must be an absolute http or https URL, got %q", redactURL(raw))
 	}
 	if u.User != nil {
-		return invalid(name, "must not carry credentials; use the API key variables")
+		return Invalid(name, "must not carry credentials; use the API key variables")
 	}
 	return nil
 }
@@ -272,11 +269,11 @@ func redactURL(raw string) string {
 func checkKey(name, key string) error {
 	for i := 0; i < len(key); i++ {
 		if c := key[i]; c < 0x20 || c == 0x7f || c == ' ' {
-			return invalid(name, "must not contain spaces or control characters (byte %d is %q); a key read from a file often ends in a newline", i, c)
+			return Invalid(name, "must not contain spaces or control characters (byte %d is %q); a key read from a file often ends in a newline", i, c)
 		}
 	}
 	if len(key) > 4096 {
-		return invalid(name, "must be at most 4096 bytes, got %d", len(key))
+		return Invalid(name, "must be at most 4096 bytes, got %d", len(key))
 	}
 	return nil
 }
@@ -284,11 +281,11 @@ func checkKey(name, key string) error {
 // checkPrintable bounds a value that becomes a label or a JSON string.
 func checkPrintable(name, v string) error {
 	if len(v) > 256 {
-		return invalid(name, "must be at most 256 bytes, got %d", len(v))
+		return Invalid(name, "must be at most 256 bytes, got %d", len(v))
 	}
 	for _, r := range v {
 		if r < 0x20 || r == 0x7f || r == utf8.RuneError {
-			return invalid(name, "must be printable UTF-8, got %q", v)
+			return Invalid(name, "must be printable UTF-8, got %q", v)
 		}
 	}
 	return nil
@@ -318,39 +315,47 @@ func validClassName(s string) bool {
 	return true
 }
 
-// ConfigVar documents one environment variable.
-type ConfigVar struct {
+// Variable documents one environment variable.
+type Variable struct {
 	Name, Default, Doc string
 }
 
-// ConfigVars lists every variable of Config in declaration order, for the
-// README table and --help.
-func ConfigVars() []ConfigVar {
-	t := reflect.TypeFor[Config]()
-	vars := make([]ConfigVar, 0, t.NumField())
+// Variables lists the variables of t, a struct whose fields carry env and
+// doc tags, in declaration order; an embedded struct's variables stand in its
+// place. A field tagged before:"NAME" is listed just ahead of TANDEM_NAME
+// instead, so that a struct embedding another can set its own variables
+// beside related ones.
+func Variables(t reflect.Type) []Variable {
+	type placement struct {
+		v      Variable
+		before string // the variable v is listed ahead of
+	}
+	var vars []Variable
+	var placed []placement
 	for f := range t.Fields() {
+		if f.Anonymous && f.Type.Kind() == reflect.Struct {
+			vars = append(vars, Variables(f.Type)...)
+			continue
+		}
 		name, opts, _ := strings.Cut(f.Tag.Get("env"), ",")
-		v := ConfigVar{Name: EnvPrefix + name, Doc: f.Tag.Get("doc")}
+		v := Variable{Name: EnvPrefix + name, Doc: f.Tag.Get("doc")}
 		for opt := range strings.SplitSeq(opts, ",") {
 			if d, ok := strings.CutPrefix(strings.TrimSpace(opt), "default="); ok {
 				v.Default = d
 			}
 		}
+		if before, ok := f.Tag.Lookup("before"); ok {
+			placed = append(placed, placement{v, EnvPrefix + before})
+			continue
+		}
 		vars = append(vars, v)
 	}
-	return vars
-}
-
-// ConfigTable renders ConfigVars as a Markdown table.
-func ConfigTable() string {
-	var b strings.Builder
-	b.WriteString("| Variable | Default | Meaning |\n|---|---|---|\n")
-	for _, v := range ConfigVars() {
-		def := v.Default
-		if def != "" {
-			def = "`" + def + "`"
+	for _, p := range placed {
+		at := slices.IndexFunc(vars, func(o Variable) bool { return o.Name == p.before })
+		if at < 0 {
+			panic(fmt.Sprintf("%s: %s is tagged before:%q, which is not a variable of it", t, p.v.Name, p.before))
 		}
-		fmt.Fprintf(&b, "| `%s` | %s | %s |\n", v.Name, def, v.Doc)
+		vars = slices.Insert(vars, at, p.v)
 	}
-	return b.String()
+	return vars
 }

@@ -3,7 +3,6 @@ package proxy
 import (
 	"context"
 	"fmt"
-	"os"
 	"strings"
 	"testing"
 
@@ -19,7 +18,7 @@ func TestConfigDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.ListenAddr != ":8080" || c.MetricsAddr != ":9464" || c.SampleBy != "conversation" || c.PrefixChunkBytes != 64 ||
+	if c.SampleBy != "conversation" || c.PrefixChunkBytes != 64 ||
 		c.RepeatMinFraction != 0.5 || c.RepeatMinBytes != 256 || c.Mirroring() {
 		t.Fatalf("unexpected defaults: %+v", c)
 	}
@@ -51,20 +50,14 @@ func TestConfigInvalid(t *testing.T) {
 		{map[string]string{"TANDEM_EXTRA_CLASSES": "batch"}, "invalid TANDEM_CLASS_HEADER: must be set when TANDEM_EXTRA_CLASSES is set"},
 		{map[string]string{"TANDEM_EXTRA_CLASSES": "Batch Jobs", "TANDEM_CLASS_HEADER": "X-Class"}, `invalid TANDEM_EXTRA_CLASSES: class "Batch Jobs" must be 1 to 64 characters of a-z, 0-9 and _`},
 		{map[string]string{"TANDEM_EXTRA_CLASSES": "fresh", "TANDEM_CLASS_HEADER": "X-Class"}, `invalid TANDEM_EXTRA_CLASSES: class "fresh" is built in`},
-		{map[string]string{"TANDEM_LISTEN_ADDR": "8080"}, `invalid TANDEM_LISTEN_ADDR: must be host:port or :port, got "8080"`},
-		{map[string]string{"TANDEM_METRICS_ADDR": "localhost"}, `invalid TANDEM_METRICS_ADDR: must be host:port or :port, got "localhost"`},
-		{map[string]string{"TANDEM_RECORD_MAX_BYTES": "10"}, "invalid TANDEM_RECORD_MAX_BYTES: must be between 1024 and 1099511627776, got 10"},
 		{map[string]string{"TANDEM_MIRROR_MAX_BODY_BYTES": "9223372036854775807"}, "invalid TANDEM_MIRROR_MAX_BODY_BYTES: must be between 1 and 1073741824, got 9223372036854775807"},
 		{map[string]string{"TANDEM_MIRROR_MAX_BODY_BYTES": "104857600"}, "invalid TANDEM_MIRROR_MAX_BODY_BYTES: must be at most half of TANDEM_MAX_BUFFERED_BYTES (67108864): a mirrored body is held with its prompt, got 104857600"},
 		{map[string]string{"TANDEM_PREFIX_INDEX_ENTRIES": "3000000000"}, "invalid TANDEM_PREFIX_INDEX_ENTRIES: must be between 1 and 10000000, got 3000000000"},
-		{map[string]string{"TANDEM_RECORD_MAX_FILES": "2147483647"}, "invalid TANDEM_RECORD_MAX_FILES: must be between 0 and 1000, got 2147483647"},
 		{map[string]string{"TANDEM_A_API_KEY": "sk-abc\n"}, `invalid TANDEM_A_API_KEY: must not contain spaces or control characters (byte 6 is '\n'); a key read from a file often ends in a newline`},
 		{map[string]string{"TANDEM_B_NAME": "b\x00"}, `invalid TANDEM_B_NAME: must be printable UTF-8, got "b\x00"`},
 		{map[string]string{"TANDEM_SAMPLE_KEY_HEADER": "X Conv"}, `invalid TANDEM_SAMPLE_KEY_HEADER: must be an HTTP header name, got "X Conv"`},
-		{map[string]string{"TANDEM_IDLE_TIMEOUT": "0s"}, "invalid TANDEM_IDLE_TIMEOUT: must be between 1s and 24h0m0s, got 0s"},
 		{map[string]string{"TANDEM_BODY_READ_TIMEOUT": "2h"}, "invalid TANDEM_BODY_READ_TIMEOUT: must be between 1s and 1h0m0s, got 2h0m0s"},
 		{map[string]string{"TANDEM_MAX_BUFFERED_BYTES": "1"}, "invalid TANDEM_MAX_BUFFERED_BYTES: must be between 1048576 and 68719476736, got 1"},
-		{map[string]string{"TANDEM_SHUTDOWN_GRACE": "-1s"}, "invalid TANDEM_SHUTDOWN_GRACE: must be between 0s and 1h0m0s, got -1s"},
 	} {
 		env := map[string]string{}
 		for k, v := range base {
@@ -104,16 +97,5 @@ func TestSecretsNeverPrinted(t *testing.T) {
 	_, err = load(map[string]string{"TANDEM_PRIMARY_URL": "http://user:pa55word@p"})
 	if err == nil || strings.Contains(err.Error(), "pa55word") {
 		t.Errorf("error %v echoes a credential", err)
-	}
-}
-
-// TestREADMEConfigTable keeps the README's table in step with Config.
-func TestREADMEConfigTable(t *testing.T) {
-	readme, err := os.ReadFile("../README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(string(readme), ConfigTable()) {
-		t.Fatalf("README.md's configuration table is out of date; replace it with:\n%s", ConfigTable())
 	}
 }

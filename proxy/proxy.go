@@ -55,11 +55,9 @@ type Server struct {
 	background sync.WaitGroup
 }
 
-// New builds the proxy from a validated Config. records may be nil.
+// New builds the proxy from cfg, which LoadConfig (or the loader of a
+// configuration embedding it) has validated. records may be nil.
 func New(cfg Config, m *exporter.Metrics, records *record.Writer, log *slog.Logger) (*Server, error) {
-	if err := cfg.Validate(); err != nil {
-		return nil, err
-	}
 	s := &Server{cfg: cfg, metrics: m, records: records, log: log, allowedClass: map[string]bool{},
 		budget:      newByteBudget(cfg.MaxBufferedBytes, m.BufferedBytes()),
 		shadowRate:  newRateBudget(cfg.ShadowReadRate, time.Now),

@@ -17,22 +17,12 @@ import (
 	"github.com/kestrelops/tandem/deploy/rules"
 )
 
-func init() {
-	commands["demo"] = command{"run production, A and B simulators, tandem and a load generator in one process", runDemo}
-	commands["sim"] = command{"run an OpenAI-compatible engine simulator", runSim}
-	commands["loadgen"] = command{"send open-loop mixed load to an OpenAI-compatible API", runLoadgen}
-	commands["dashboards"] = command{"write the Grafana dashboards as JSON", runDashboards}
-	commands["rules"] = command{"write the Prometheus recording and alerting rules", runRules}
-	commands["bench"] = command{"measure tandem's overhead against direct and nginx", runBench}
-	commands["report"] = command{"state what the evidence supports, from Prometheus or per-request records", runReport}
-}
-
-// newFlags returns a flag set for one subcommand that prints to stderr.
-func newFlags(name, args string, stderr io.Writer) *flag.FlagSet {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+// newFlags returns cmd's flag set, printing to stderr.
+func newFlags(cmd command, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet(cmd.name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: tandem %s %s\n\n%s.\n\nFlags:\n", name, args, commands[name].summary)
+		fmt.Fprintf(stderr, "Usage: tandem %s %s\n\n%s.\n\nFlags:\n", cmd.name, cmd.synopsis, cmd.summary)
 		fs.PrintDefaults()
 	}
 	return fs
@@ -50,9 +40,8 @@ func parse(fs *flag.FlagSet, args []string) error {
 	return nil
 }
 
-func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+func runDemo(ctx context.Context, fs *flag.FlagSet, args []string, stdout, stderr io.Writer) error {
 	var c demo.Config
-	fs := newFlags("demo", "[flags]", stderr)
 	c.RegisterFlags(fs)
 	if err := parse(fs, args); err != nil {
 		return err
@@ -60,9 +49,8 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	return demo.Run(ctx, c, stdout, stderr)
 }
 
-func runSim(ctx context.Context, args []string, _, stderr io.Writer) error {
+func runSim(ctx context.Context, fs *flag.FlagSet, args []string, _, stderr io.Writer) error {
 	var c sim.Config
-	fs := newFlags("sim", "[flags]", stderr)
 	c.RegisterFlags(fs)
 	if err := parse(fs, args); err != nil {
 		return err
@@ -70,9 +58,8 @@ func runSim(ctx context.Context, args []string, _, stderr io.Writer) error {
 	return sim.Serve(ctx, c, slog.New(slog.NewTextHandler(stderr, nil)))
 }
 
-func runLoadgen(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+func runLoadgen(ctx context.Context, fs *flag.FlagSet, args []string, stdout, stderr io.Writer) error {
 	var c loadgen.Config
-	fs := newFlags("loadgen", "[flags]", stderr)
 	c.RegisterFlags(fs)
 	if err := parse(fs, args); err != nil {
 		return err
@@ -80,8 +67,7 @@ func runLoadgen(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	return loadgen.RunAndReport(ctx, c, stdout, stderr)
 }
 
-func runDashboards(_ context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("dashboards", "--out DIR", stderr)
+func runDashboards(_ context.Context, fs *flag.FlagSet, args []string, stdout, _ io.Writer) error {
 	out := fs.String("out", "", "directory to write one JSON file per dashboard into (required)")
 	if err := parse(fs, args); err != nil {
 		return err
@@ -96,9 +82,8 @@ func runDashboards(_ context.Context, args []string, stdout, stderr io.Writer) e
 	return nil
 }
 
-func runRules(_ context.Context, args []string, stdout, stderr io.Writer) error {
+func runRules(_ context.Context, fs *flag.FlagSet, args []string, stdout, _ io.Writer) error {
 	o := rules.DefaultOptions()
-	fs := newFlags("rules", "--out FILE [flags]", stderr)
 	out := fs.String("out", "", "file to write the rules to; - for standard output (required)")
 	o.RegisterFlags(fs)
 	if err := parse(fs, args); err != nil {
@@ -122,9 +107,8 @@ func runRules(_ context.Context, args []string, stdout, stderr io.Writer) error 
 	return nil
 }
 
-func runReport(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+func runReport(ctx context.Context, fs *flag.FlagSet, args []string, stdout, stderr io.Writer) error {
 	var c report.Config
-	fs := newFlags("report", "(--prometheus URL --window D | --records FILE...) [flags]", stderr)
 	c.RegisterFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return flagError(err)
@@ -140,13 +124,12 @@ func runReport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	return nil
 }
 
-func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+func runBench(ctx context.Context, fs *flag.FlagSet, args []string, stdout, stderr io.Writer) error {
 	if os.Getenv(bench.ReferenceEnv) != "" {
 		// This process is the reference proxy of a running benchmark.
 		return bench.ServeReference(ctx)
 	}
 	var c bench.Config
-	fs := newFlags("bench", "[flags]", stderr)
 	c.RegisterFlags(fs)
 	// tandem runs as its own process by default, measured from /proc like nginx.
 	if exe, err := os.Executable(); err == nil {

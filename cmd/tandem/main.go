@@ -4,25 +4,36 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
-	"sort"
+	"slices"
 	"syscall"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
 var version = "dev"
 
+// command is one subcommand. run gets a flag set named after it whose usage
+// shows synopsis and summary.
 type command struct {
-	summary string
-	run     func(ctx context.Context, args []string, stdout, stderr io.Writer) error
+	name, synopsis, summary string
+	run                     func(ctx context.Context, fs *flag.FlagSet, args []string, stdout, stderr io.Writer) error
 }
 
-var commands = map[string]command{
-	"serve":   {"run the proxy and exporter (configured by TANDEM_* variables)", runServe},
-	"version": {"print the version", runVersion},
+// commands lists every subcommand, in the order usage prints them.
+var commands = []command{
+	{"bench", "[flags]", "measure tandem's overhead against direct and nginx", runBench},
+	{"dashboards", "--out DIR", "write the Grafana dashboards as JSON", runDashboards},
+	{"demo", "[flags]", "run production, A and B simulators, tandem and a load generator in one process", runDemo},
+	{"loadgen", "[flags]", "send open-loop mixed load to an OpenAI-compatible API", runLoadgen},
+	{"report", "(--prometheus URL --window D | --records FILE...) [flags]", "state what the evidence supports, from Prometheus or per-request records", runReport},
+	{"rules", "--out FILE [flags]", "write the Prometheus recording and alerting rules", runRules},
+	{"serve", "", "run the proxy and exporter (configured by TANDEM_* variables)", runServe},
+	{"sim", "[flags]", "run an OpenAI-compatible engine simulator", runSim},
+	{"version", "", "print the version", runVersion},
 }
 
 func main() {
@@ -49,13 +60,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		return 0
 	}
-	cmd, ok := commands[args[0]]
-	if !ok {
+	i := slices.IndexFunc(commands, func(c command) bool { return c.name == args[0] })
+	if i < 0 {
 		fmt.Fprintf(stderr, "tandem: unknown command %q\n\n", args[0])
 		usage(stderr)
 		return 2
 	}
-	if err := cmd.run(ctx, args[1:], stdout, stderr); err != nil {
+	cmd := commands[i]
+	if err := cmd.run(ctx, newFlags(cmd, stderr), args[1:], stdout, stderr); err != nil {
 		if ec, ok := err.(exitCode); ok {
 			return int(ec)
 		}
@@ -73,18 +85,13 @@ func (e exitCode) Error() string { return fmt.Sprintf("exit status %d", int(e)) 
 
 func usage(w io.Writer) {
 	fmt.Fprintln(w, "Usage: tandem COMMAND [flags]\n\nCommands:")
-	names := make([]string, 0, len(commands))
-	for name := range commands {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	for _, name := range names {
-		fmt.Fprintf(w, "  %-10s %s\n", name, commands[name].summary)
+	for _, c := range commands {
+		fmt.Fprintf(w, "  %-10s %s\n", c.name, c.summary)
 	}
 	fmt.Fprintln(w, "\nRun 'tandem COMMAND -h' for a command's flags.")
 }
 
-func runVersion(_ context.Context, _ []string, stdout, _ io.Writer) error {
+func runVersion(_ context.Context, _ *flag.FlagSet, _ []string, stdout, _ io.Writer) error {
 	fmt.Fprintf(stdout, "tandem %s\n", version)
 	return nil
 }

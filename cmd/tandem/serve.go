@@ -13,17 +13,14 @@ import (
 
 	"github.com/sethvargo/go-envconfig"
 
-	"github.com/kestrelops/tandem/cmd/internal/serve"
 	"github.com/kestrelops/tandem/exporter/statuspage"
-	"github.com/kestrelops/tandem/proxy"
+	"github.com/kestrelops/tandem/internal/serve"
 )
 
-func runServe(ctx context.Context, args []string, _, stderr io.Writer) error {
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+func runServe(ctx context.Context, fs *flag.FlagSet, args []string, _, stderr io.Writer) error {
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "Usage: tandem serve\n\nConfigured by environment variables:")
-		for _, v := range proxy.ConfigVars() {
+		for _, v := range serve.ConfigVars() {
 			fmt.Fprintf(stderr, "  %-30s %s", v.Name, v.Doc)
 			if v.Default != "" {
 				fmt.Fprintf(stderr, " (default %s)", v.Default)
@@ -34,7 +31,7 @@ func runServe(ctx context.Context, args []string, _, stderr io.Writer) error {
 	if err := fs.Parse(args); err != nil {
 		return flagError(err)
 	}
-	cfg, err := proxy.LoadConfig(ctx, envconfig.OsLookuper())
+	cfg, err := serve.LoadConfig(ctx, envconfig.OsLookuper())
 	if err != nil {
 		return err
 	}

@@ -15,6 +15,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/kestrelops/tandem/exporter"
+	"github.com/kestrelops/tandem/exporter/promql"
 )
 
 // Recorded series. TTFT quantiles and token rates are per config and class;
@@ -140,26 +141,29 @@ func Generate(o Options) ([]byte, error) {
 }
 
 func recordingRules(o Options) []Rule {
-	w := o.Window
-	ttft := exporter.MetricTimeToFirstToken
+	w := duration(o.Window)
+	ttftRate := promql.Rate(exporter.MetricTimeToFirstToken, w)
+	completed := promql.Selector(exporter.MetricRequests, promql.Eq(exporter.LabelOutcome, exporter.OutcomeCompleted))
+	armsFailed := promql.Selector(exporter.MetricRequests, promql.Arms, promql.In(exporter.LabelOutcome, exporter.OutcomeError, exporter.OutcomeTimeout))
+	bothCompleted := promql.Selector(exporter.MetricPairs, promql.Eq(exporter.LabelResult, exporter.PairBothCompleted))
 	return []Rule{
-		{Record: TTFTP50, Expr: quantile(0.5, sumBy(rate(ttft, w), configClass...))},
-		{Record: TTFTP95, Expr: quantile(0.95, sumBy(rate(ttft, w), configClass...))},
-		{Record: TTFTP99, Expr: quantile(0.99, sumBy(rate(ttft, w), configClass...))},
-		{Record: TTFTMixedP95, Expr: quantile(0.95, sumBy(rate(ttft, w), exporter.LabelConfig)), Mixed: true},
-		{Record: OutputTokensRate, Expr: sumBy(rate(exporter.MetricOutputTokens, w), configClass...)},
-		{Record: CompletedRequests, Expr: sumBy(increase(selector(exporter.MetricRequests, is(exporter.LabelOutcome, exporter.OutcomeCompleted)), w), configClass...)},
+		{Record: TTFTP50, Expr: promql.HistogramQuantile(0.5, promql.Sum(ttftRate, promql.ByConfigClass...))},
+		{Record: TTFTP95, Expr: promql.HistogramQuantile(0.95, promql.Sum(ttftRate, promql.ByConfigClass...))},
+		{Record: TTFTP99, Expr: promql.HistogramQuantile(0.99, promql.Sum(ttftRate, promql.ByConfigClass...))},
+		{Record: TTFTMixedP95, Expr: promql.HistogramQuantile(0.95, promql.Sum(ttftRate, exporter.LabelConfig)), Mixed: true},
+		{Record: OutputTokensRate, Expr: promql.Sum(promql.Rate(exporter.MetricOutputTokens, w), promql.ByConfigClass...)},
+		{Record: CompletedRequests, Expr: promql.Sum(promql.Increase(completed, w), promql.ByConfigClass...)},
 		{Record: ArmFailureShare, Mixed: true, Expr: ratio(
-			sumBy(rate(selector(exporter.MetricRequests, armsOnly, oneOf(exporter.LabelOutcome, exporter.OutcomeError, exporter.OutcomeTimeout)), w), exporter.LabelConfig),
-			sumBy(rate(selector(exporter.MetricRequests, armsOnly), w), exporter.LabelConfig),
+			promql.Sum(promql.Rate(armsFailed, w), exporter.LabelConfig),
+			promql.Sum(promql.Rate(promql.Selector(exporter.MetricRequests, promql.Arms), w), exporter.LabelConfig),
 		)},
 		{Record: MirrorOverloadedShare, Mixed: true, Expr: ratio(
 			overloadedRate(w),
-			sumBy(rate(exporter.MetricPairs, w))+" + "+overloadedRate(w),
+			promql.Sum(promql.Rate(exporter.MetricPairs, w))+" + "+overloadedRate(w),
 		)},
 		{Record: PairTokenMismatch, Expr: ratio(
-			sumBy(rate(exporter.MetricPairOutputTokensMismatch, w), exporter.LabelClass),
-			sumBy(rate(selector(exporter.MetricPairs, is(exporter.LabelResult, exporter.PairBothCompleted)), w), exporter.LabelClass),
+			promql.Sum(promql.Rate(exporter.MetricPairOutputTokensMismatch, w), exporter.LabelClass),
+			promql.Sum(promql.Rate(bothCompleted, w), exporter.LabelClass),
 		)},
 	}
 }
@@ -187,7 +191,7 @@ func alertingRules(o Options) []Rule {
 			above(MirrorOverloadedShare, o.MirrorOverloadedShare),
 			fmt.Sprintf("More than %s of sampled requests are not mirrored because an arm is at its in-flight limit", percent(o.MirrorOverloadedShare)),
 			fmt.Sprintf("{{ $value | humanizePercentage }} of sampled requests were skipped as overloaded over the last %s. Mirrored requests in flight: %s.",
-				w, eachArm(sumBy(exporter.MetricShadowInFlight, exporter.LabelConfig), "humanize"))),
+				w, eachArm(promql.Sum(exporter.MetricShadowInFlight, exporter.LabelConfig), "humanize"))),
 		alert(o, AlertPairTokenMismatch, o.TokenMismatchFor,
 			above(PairTokenMismatch, o.TokenMismatchShare),
 			fmt.Sprintf("More than %s of pairs in class {{ $labels.class }} differ in output token count", percent(o.TokenMismatchShare)),
@@ -215,11 +219,6 @@ func alert(o Options, name string, forDuration time.Duration, expr, summary, des
 	}
 }
 
-var (
-	configClass = []string{exporter.LabelConfig, exporter.LabelClass}
-	armsOnly    = oneOf(exporter.LabelConfig, exporter.Arms...)
-)
-
 // armsCompared selects B's series of recorded where B op factor × A, while
 // both arms have at least minCompleted completed requests.
 func armsCompared(recorded, op string, factor float64, minCompleted int) string {
@@ -242,43 +241,12 @@ func above(recorded string, threshold float64) string {
 }
 
 func arm(recorded, config string) string {
-	return selector(recorded, is(exporter.LabelConfig, config))
+	return promql.Selector(recorded, promql.Eq(exporter.LabelConfig, config))
 }
 
-func overloadedRate(w time.Duration) string {
-	return sumBy(rate(selector(exporter.MetricMirrorSkipped, is(exporter.LabelReason, exporter.SkipOverloaded)), w))
-}
-
-func selector(metric string, matchers ...string) string {
-	if len(matchers) == 0 {
-		return metric
-	}
-	return metric + "{" + strings.Join(matchers, ", ") + "}"
-}
-
-func is(label, value string) string { return fmt.Sprintf("%s=%q", label, value) }
-
-func oneOf(label string, values ...string) string {
-	return fmt.Sprintf("%s=~%q", label, strings.Join(values, "|"))
-}
-
-func rate(sel string, w time.Duration) string {
-	return "rate(" + sel + "[" + duration(w) + "])"
-}
-
-func increase(sel string, w time.Duration) string {
-	return "increase(" + sel + "[" + duration(w) + "])"
-}
-
-func sumBy(expr string, labels ...string) string {
-	if len(labels) == 0 {
-		return "sum(" + expr + ")"
-	}
-	return "sum by (" + strings.Join(labels, ", ") + ") (" + expr + ")"
-}
-
-func quantile(q float64, expr string) string {
-	return "histogram_quantile(" + number(q) + ", " + expr + ")"
+func overloadedRate(w string) string {
+	overloaded := promql.Selector(exporter.MetricMirrorSkipped, promql.Eq(exporter.LabelReason, exporter.SkipOverloaded))
+	return promql.Sum(promql.Rate(overloaded, w))
 }
 
 func ratio(numerator, denominator string) string {
@@ -290,7 +258,7 @@ func ratio(numerator, denominator string) string {
 
 // armValue prints one arm's value of recorded for the alert's class.
 func armValue(recorded, config, format string) string {
-	q := selector(recorded, is(exporter.LabelConfig, config), exporter.LabelClass+`="%s"`)
+	q := promql.Selector(recorded, promql.Eq(exporter.LabelConfig, config), exporter.LabelClass+`="%s"`)
 	return "{{ with printf `" + q + "` $labels.class | query }}{{ . | first | value | " + format + " }}{{ end }}"
 }
 
@@ -301,7 +269,7 @@ func eachArm(expr, format string) string {
 
 // eachArmOfClass prints "A: v, B: v" of recorded for the alert's class.
 func eachArmOfClass(recorded, format string) string {
-	q := selector(recorded, armsOnly, exporter.LabelClass+`="%s"`)
+	q := promql.Selector(recorded, promql.Arms, exporter.LabelClass+`="%s"`)
 	return listConfigs("printf `"+q+"` $labels.class | query", format)
 }
 

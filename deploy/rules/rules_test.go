@@ -2,7 +2,6 @@ package rules_test
 
 import (
 	"bytes"
-	"flag"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,8 +16,6 @@ import (
 	"github.com/kestrelops/tandem/deploy/rules"
 )
 
-var update = flag.Bool("update", false, "rewrite the generated files under deploy/")
-
 const committedRules = "../prometheus/rules.yml"
 
 func generate(t *testing.T, o rules.Options) []byte {
@@ -32,17 +29,12 @@ func generate(t *testing.T, o rules.Options) []byte {
 
 func TestCommittedRulesAreCurrent(t *testing.T) {
 	want := generate(t, rules.DefaultOptions())
-	if *update {
-		if err := os.WriteFile(committedRules, want, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
 	got, err := os.ReadFile(committedRules)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !bytes.Equal(got, want) {
-		t.Errorf("deploy/prometheus/rules.yml is stale; regenerate it with\n\tgo run ./cmd/tandem rules --out deploy/prometheus/rules.yml\nor\n\tgo test ./deploy/... -update")
+		t.Errorf("deploy/prometheus/rules.yml is stale; regenerate it with\n\tgo generate ./...")
 	}
 }
 

@@ -17,8 +17,7 @@ import (
 
 	"github.com/sethvargo/go-envconfig"
 
-	"github.com/kestrelops/tandem/cmd/internal/serve"
-	"github.com/kestrelops/tandem/proxy"
+	"github.com/kestrelops/tandem/internal/serve"
 )
 
 // TestMain lets the tests run this test binary as the tandem binary:
@@ -42,7 +41,7 @@ func TestMain(m *testing.M) {
 func serveFromEnv() int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 	defer stop()
-	cfg, err := proxy.LoadConfig(ctx, envconfig.OsLookuper())
+	cfg, err := serve.LoadConfig(ctx, envconfig.OsLookuper())
 	if err == nil {
 		log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 		err = serve.Run(ctx, cfg, serve.Options{Version: "bench-test", Log: log})

@@ -18,8 +18,7 @@ import (
 
 	"github.com/sethvargo/go-envconfig"
 
-	"github.com/kestrelops/tandem/cmd/internal/serve"
-	"github.com/kestrelops/tandem/proxy"
+	"github.com/kestrelops/tandem/internal/serve"
 )
 
 // Variant names, in the order of the table's columns.
@@ -305,7 +304,7 @@ func tandemEnv(prod, a, b *upstream, rate string, streams int) map[string]string
 func startTandem(ctx context.Context, log *slog.Logger, env map[string]string) (string, func(), error) {
 	vars := map[string]string{"TANDEM_LISTEN_ADDR": "127.0.0.1:0", "TANDEM_METRICS_ADDR": "127.0.0.1:0"}
 	maps.Copy(vars, env)
-	cfg, err := proxy.LoadConfig(ctx, envconfig.MapLookuper(vars))
+	cfg, err := serve.LoadConfig(ctx, envconfig.MapLookuper(vars))
 	if err != nil {
 		return "", nil, err
 	}

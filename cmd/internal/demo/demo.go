@@ -19,14 +19,14 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/sethvargo/go-envconfig"
 
 	"github.com/kestrelops/tandem/cmd/internal/loadgen"
 	"github.com/kestrelops/tandem/cmd/internal/report"
-	"github.com/kestrelops/tandem/cmd/internal/serve"
 	"github.com/kestrelops/tandem/cmd/internal/sim"
 	"github.com/kestrelops/tandem/exporter"
 	"github.com/kestrelops/tandem/exporter/statuspage"
-	"github.com/kestrelops/tandem/proxy"
+	"github.com/kestrelops/tandem/internal/serve"
 	"github.com/kestrelops/tandem/proxy/record"
 )
 
@@ -121,7 +121,10 @@ func Run(ctx context.Context, c Config, stdout, stderr io.Writer) error {
 		defer os.RemoveAll(dir)
 		recordPath = filepath.Join(dir, "records.jsonl")
 	}
-	cfg := proxyConfig(c, engines, recordPath)
+	cfg, err := serve.LoadConfig(ctx, envconfig.MapLookuper(tandemEnv(c, engines, recordPath)))
+	if err != nil {
+		return fmt.Errorf("%w (choose other ports with --listen-addr and --metrics-addr)", err)
+	}
 
 	reg := prometheus.NewRegistry()
 	listening := make(chan [2]string, 1)
@@ -150,7 +153,7 @@ func Run(ctx context.Context, c Config, stdout, stderr io.Writer) error {
 	fmt.Fprintf(stdout, "Running %s of open-loop load at %g requests/s (Ctrl-C ends it early).\n\n", c.Duration, c.Rate)
 
 	progress := newProgress(reg, stderr)
-	_, _, err := loadgen.Run(ctx, loadConfig(c, addrs[0]), progress.print)
+	_, _, err = loadgen.Run(ctx, loadConfig(c, addrs[0]), progress.print)
 	if err != nil && !errors.Is(err, context.Canceled) {
 		return err
 	}
@@ -187,34 +190,25 @@ func Run(ctx context.Context, c Config, stdout, stderr io.Writer) error {
 	return rep.Write(stdout, "text")
 }
 
-func proxyConfig(c Config, engines map[string]string, recordPath string) proxy.Config {
-	return proxy.Config{
-		ListenAddr:             c.ListenAddr,
-		MetricsAddr:            c.MetricsAddr,
-		PrimaryURL:             engines[exporter.ConfigProduction],
-		AURL:                   engines[exporter.ConfigA],
-		BURL:                   engines[exporter.ConfigB],
-		AName:                  "sim " + c.AProfile,
-		BName:                  "sim " + c.BProfile,
-		SampleRate:             1,
-		SampleBy:               "conversation",
-		ShadowTimeout:          60 * time.Second,
-		ShadowMaxInFlight:      1024,
-		MirrorMaxBodyBytes:     4 << 20,
-		RecordPath:             recordPath,
-		RecordMaxBytes:         1 << 30,
-		RecordMaxFiles:         0,
-		PrefixChunkBytes:       64,
-		PrefixIndexEntries:     100000,
-		PrefixTTL:              10 * time.Minute,
-		RepeatMinFraction:      0.5,
-		RepeatMinBytes:         256,
-		ShutdownGrace:          10 * time.Second,
-		ShadowMaxResponseBytes: 32 << 20,
-		ShadowReadRate:         64 << 20,
-		MaxBufferedBytes:       64 << 20,
-		IdleTimeout:            75 * time.Second,
-		BodyReadTimeout:        60 * time.Second,
+// tandemEnv configures tandem serve for the demo: every request mirrored to
+// the simulated arms, one record file never rotated, the rest tandem's
+// defaults.
+func tandemEnv(c Config, engines map[string]string, recordPath string) map[string]string {
+	return map[string]string{
+		"TANDEM_LISTEN_ADDR":          c.ListenAddr,
+		"TANDEM_METRICS_ADDR":         c.MetricsAddr,
+		"TANDEM_PRIMARY_URL":          engines[exporter.ConfigProduction],
+		"TANDEM_A_URL":                engines[exporter.ConfigA],
+		"TANDEM_B_URL":                engines[exporter.ConfigB],
+		"TANDEM_A_NAME":               "sim " + c.AProfile,
+		"TANDEM_B_NAME":               "sim " + c.BProfile,
+		"TANDEM_SAMPLE_RATE":          "1",
+		"TANDEM_SHADOW_TIMEOUT":       "60s",
+		"TANDEM_SHADOW_MAX_IN_FLIGHT": "1024",
+		"TANDEM_RECORD_PATH":          recordPath,
+		"TANDEM_RECORD_MAX_BYTES":     "1073741824",
+		"TANDEM_RECORD_MAX_FILES":     "0",
+		"TANDEM_SHUTDOWN_GRACE":       "10s",
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 
 	"github.com/kestrelops/tandem/exporter"
 	"github.com/kestrelops/tandem/exporter/nativehist"
+	"github.com/kestrelops/tandem/exporter/promql"
 )
 
 // FromPrometheus compares A and B on the increase of tandem's histograms and
@@ -24,17 +25,16 @@ func FromPrometheus(ctx context.Context, api v1.API, window time.Duration, end t
 		return nil, fmt.Errorf("window must be positive, got %s", window)
 	}
 	q := &querier{ctx: ctx, api: api, end: end, window: model.Duration(window).String()}
-	arms := fmt.Sprintf(`%s=~"%s|%s"`, exporter.LabelConfig, exporter.ConfigA, exporter.ConfigB)
-	byArm := exporter.LabelConfig + ", " + exporter.LabelClass
-	ttft := q.histograms(exporter.MetricTimeToFirstToken, arms, byArm)
-	itl := q.histograms(exporter.MetricInterTokenLatency, arms, byArm)
-	diffs := q.histograms(exporter.MetricTTFTDifference, "", exporter.LabelClass)
-	tokens := q.values(exporter.MetricOutputTokens, arms, byArm)
-	completed := q.values(exporter.MetricRequests, arms+fmt.Sprintf(`, %s="%s"`, exporter.LabelOutcome, exporter.OutcomeCompleted), byArm)
-	production := q.values(exporter.MetricRequests, fmt.Sprintf(`%s="%s"`, exporter.LabelConfig, exporter.ConfigProduction), exporter.LabelClass)
-	pairs := q.values(exporter.MetricPairs, "", exporter.LabelClass+", "+exporter.LabelResult)
-	mismatches := q.values(exporter.MetricPairOutputTokensMismatch, "", exporter.LabelClass)
-	skipped := q.values(exporter.MetricMirrorSkipped, fmt.Sprintf(`%s="%s"`, exporter.LabelReason, exporter.SkipOverloaded), "")
+	byClass := []string{exporter.LabelClass}
+	ttft := q.histograms(exporter.MetricTimeToFirstToken, promql.ByConfigClass, promql.Arms)
+	itl := q.histograms(exporter.MetricInterTokenLatency, promql.ByConfigClass, promql.Arms)
+	diffs := q.histograms(exporter.MetricTTFTDifference, byClass)
+	tokens := q.values(exporter.MetricOutputTokens, promql.ByConfigClass, promql.Arms)
+	completed := q.values(exporter.MetricRequests, promql.ByConfigClass, promql.Arms, promql.Eq(exporter.LabelOutcome, exporter.OutcomeCompleted))
+	production := q.values(exporter.MetricRequests, byClass, promql.Production)
+	pairs := q.values(exporter.MetricPairs, []string{exporter.LabelClass, exporter.LabelResult})
+	mismatches := q.values(exporter.MetricPairOutputTokensMismatch, byClass)
+	skipped := q.values(exporter.MetricMirrorSkipped, nil, promql.Eq(exporter.LabelReason, exporter.SkipOverloaded))
 	busy := q.schedulingLatencyP99()
 	if q.err != nil {
 		return nil, q.err
@@ -155,18 +155,12 @@ type querier struct {
 	warnings []string
 }
 
-func (q *querier) vector(metric, matchers, by string) model.Vector {
+// vector runs sum by (by) (increase(metric{matchers}[window])).
+func (q *querier) vector(metric string, by []string, matchers ...string) model.Vector {
 	if q.err != nil {
 		return nil
 	}
-	selector := metric
-	if matchers != "" {
-		selector += "{" + matchers + "}"
-	}
-	expr := fmt.Sprintf("sum(increase(%s[%s]))", selector, q.window)
-	if by != "" {
-		expr = fmt.Sprintf("sum by (%s) (increase(%s[%s]))", by, selector, q.window)
-	}
+	expr := promql.Sum(promql.Increase(promql.Selector(metric, matchers...), q.window), by...)
 	v, warnings, _, err := q.api.Query(q.ctx, expr, q.end)
 	for _, w := range warnings {
 		q.warnings = append(q.warnings, "prometheus: "+w)
@@ -193,8 +187,9 @@ func (q *querier) schedulingLatencyP99() float64 {
 	if q.err != nil {
 		return math.NaN()
 	}
-	expr := fmt.Sprintf(`histogram_quantile(0.99, sum by (le) (rate(go_sched_latencies_seconds_bucket[%s]) * on (job, instance) group_left () max by (job, instance) (%s)))`,
-		q.window, exporter.MetricBuildInfo)
+	perTandem := promql.Rate("go_sched_latencies_seconds_bucket", q.window) +
+		" * on (job, instance) group_left () max by (job, instance) (" + exporter.MetricBuildInfo + ")"
+	expr := promql.HistogramQuantile(0.99, promql.Sum(perTandem, "le"))
 	v, _, _, err := q.api.Query(q.ctx, expr, q.end)
 	if err != nil {
 		return math.NaN() // a missing runtime metric is no reason to give no report
@@ -205,9 +200,9 @@ func (q *querier) schedulingLatencyP99() float64 {
 	return math.NaN()
 }
 
-func (q *querier) values(metric, matchers, by string) map[key]float64 {
+func (q *querier) values(metric string, by []string, matchers ...string) map[key]float64 {
 	out := map[key]float64{}
-	for _, s := range q.vector(metric, matchers, by) {
+	for _, s := range q.vector(metric, by, matchers...) {
 		if s.Histogram == nil {
 			out[keyOf(s.Metric)] += float64(s.Value)
 		}
@@ -215,9 +210,9 @@ func (q *querier) values(metric, matchers, by string) map[key]float64 {
 	return out
 }
 
-func (q *querier) histograms(metric, matchers, by string) map[key]*nativehist.Histogram {
+func (q *querier) histograms(metric string, by []string, matchers ...string) map[key]*nativehist.Histogram {
 	out := map[key]*nativehist.Histogram{}
-	for _, s := range q.vector(metric, matchers, by) {
+	for _, s := range q.vector(metric, by, matchers...) {
 		if s.Histogram == nil || q.err != nil {
 			continue
 		}

@@ -23,7 +23,6 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/kestrelops/tandem/exporter"
-	"github.com/kestrelops/tandem/proxy"
 	"github.com/kestrelops/tandem/proxy/record"
 	"github.com/kestrelops/tandem/proxy/testupstream"
 )
@@ -60,7 +59,7 @@ func startWith(t *testing.T, prodURL string, a, b *testupstream.Server, env map[
 	}
 	maps.Copy(vars, env)
 	r := &running{records: vars["TANDEM_RECORD_PATH"], done: make(chan error, 1)}
-	cfg, err := proxy.LoadConfig(context.Background(), envconfig.MapLookuper(vars))
+	cfg, err := LoadConfig(context.Background(), envconfig.MapLookuper(vars))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -242,7 +241,7 @@ func TestFailedStartClosesRecordFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer taken.Close()
-	cfg, err := proxy.LoadConfig(context.Background(), envconfig.MapLookuper(map[string]string{
+	cfg, err := LoadConfig(context.Background(), envconfig.MapLookuper(map[string]string{
 		"TANDEM_LISTEN_ADDR":  taken.Addr().String(),
 		"TANDEM_METRICS_ADDR": "127.0.0.1:0",
 		"TANDEM_PRIMARY_URL":  "http://127.0.0.1:1",

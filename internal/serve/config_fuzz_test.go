@@ -1,4 +1,4 @@
-package proxy
+package serve
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"github.com/sethvargo/go-envconfig"
 
 	"github.com/kestrelops/tandem/exporter"
+	"github.com/kestrelops/tandem/proxy"
 )
 
 // FuzzLoadConfig feeds arbitrary values to the variables whose parsing and
@@ -29,12 +30,12 @@ func FuzzLoadConfig(f *testing.F) {
 			"LISTEN_ADDR": listen, "REPEAT_MIN_FRACTION": repeatMinFraction,
 		} {
 			if v != "" {
-				env[EnvPrefix+name] = v
+				env[proxy.EnvPrefix+name] = v
 			}
 		}
 		cfg, err := LoadConfig(context.Background(), envconfig.MapLookuper(env))
 		if err != nil {
-			if !strings.HasPrefix(err.Error(), "invalid "+EnvPrefix) {
+			if !strings.HasPrefix(err.Error(), "invalid "+proxy.EnvPrefix) {
 				t.Fatalf("error does not name a variable: %v", err)
 			}
 			if strings.Contains(err.Error(), key) {
@@ -47,14 +48,14 @@ func FuzzLoadConfig(f *testing.F) {
 		}
 		if !(cfg.SampleRate >= 0 && cfg.SampleRate <= 1) || !(cfg.RepeatMinFraction > 0 && cfg.RepeatMinFraction <= 1) ||
 			cfg.ShadowMaxInFlight < 1 || cfg.ShadowTimeout <= 0 ||
-			len(cfg.Classes()) > len(exporter.BuiltinClasses)+maxExtraClasses {
+			len(cfg.Classes()) > len(exporter.BuiltinClasses)+proxy.MaxExtraClasses {
 			t.Fatalf("accepted config out of its limits: %+v", cfg)
 		}
 		if s := fmt.Sprintf("%+v %#v", cfg, cfg); strings.Contains(s, key) {
 			t.Fatalf("config prints the API key: %s", s)
 		}
 		m := exporter.New(prometheus.NewRegistry(), cfg.Classes(), nil, "fuzz", "fuzz")
-		s, err := New(cfg, m, nil, slog.New(slog.DiscardHandler))
+		s, err := proxy.New(cfg.Config, m, nil, slog.New(slog.DiscardHandler))
 		if err != nil {
 			t.Fatalf("accepted config builds no proxy: %v", err)
 		}

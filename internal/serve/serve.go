@@ -22,7 +22,7 @@ import (
 	"github.com/kestrelops/tandem/proxy/record"
 )
 
-// Options are what Run needs besides the proxy configuration.
+// Options are what Run needs besides the configuration.
 type Options struct {
 	Version string
 	Log     *slog.Logger
@@ -37,14 +37,11 @@ type Options struct {
 	Listening func(proxyAddr, metricsAddr string)
 }
 
-// Run serves until ctx is canceled, then stops accepting connections, lets
-// in-flight production requests finish within cfg.ShutdownGrace, cancels the
-// mirrored requests still running (counted as canceled) and closes the
-// record file.
-func Run(ctx context.Context, cfg proxy.Config, o Options) error {
-	if err := cfg.Validate(); err != nil {
-		return err
-	}
+// Run serves cfg, as LoadConfig returned it, until ctx is canceled, then
+// stops accepting connections, lets in-flight production requests finish
+// within cfg.ShutdownGrace, cancels the mirrored requests still running
+// (counted as canceled) and closes the record file.
+func Run(ctx context.Context, cfg Config, o Options) error {
 	reg := o.Registry
 	if reg == nil {
 		reg = prometheus.NewRegistry()
@@ -78,7 +75,7 @@ func Run(ctx context.Context, cfg proxy.Config, o Options) error {
 		}
 		return err
 	}
-	p, err := proxy.New(cfg, metrics, records, o.Log)
+	p, err := proxy.New(cfg.Config, metrics, records, o.Log)
 	if err != nil {
 		return abort(err)
 	}

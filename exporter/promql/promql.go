@@ -1,0 +1,59 @@
+// Package promql builds the PromQL that the dashboards, the rules and the
+// report run against tandem's metric schema. The matchers and groupings they
+// share are declared here once, so a label added to the schema reaches every
+// query.
+package promql
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/kestrelops/tandem/exporter"
+)
+
+// Matchers and groupings shared by the queries.
+var (
+	// Arms selects the series of A and B.
+	Arms = In(exporter.LabelConfig, exporter.Arms...)
+	// Production selects production's series.
+	Production = Eq(exporter.LabelConfig, exporter.ConfigProduction)
+	// ByConfigClass keeps one series per config and workload class.
+	ByConfigClass = []string{exporter.LabelConfig, exporter.LabelClass}
+)
+
+// Eq is label="value".
+func Eq(label, value string) string { return fmt.Sprintf("%s=%q", label, value) }
+
+// In is label=~"v1|v2|...".
+func In(label string, values ...string) string {
+	return fmt.Sprintf("%s=~%q", label, strings.Join(values, "|"))
+}
+
+// Selector is metric{matchers...}, or metric alone without matchers.
+func Selector(metric string, matchers ...string) string {
+	if len(matchers) == 0 {
+		return metric
+	}
+	return metric + "{" + strings.Join(matchers, ", ") + "}"
+}
+
+// Rate is rate(selector[window]); window is a PromQL duration or a Grafana
+// variable such as $window.
+func Rate(selector, window string) string { return "rate(" + selector + "[" + window + "])" }
+
+// Increase is increase(selector[window]).
+func Increase(selector, window string) string { return "increase(" + selector + "[" + window + "])" }
+
+// Sum is sum(expr), or sum by (labels) (expr).
+func Sum(expr string, by ...string) string {
+	if len(by) == 0 {
+		return "sum(" + expr + ")"
+	}
+	return "sum by (" + strings.Join(by, ", ") + ") (" + expr + ")"
+}
+
+// HistogramQuantile is histogram_quantile(q, expr).
+func HistogramQuantile(q float64, expr string) string {
+	return "histogram_quantile(" + strconv.FormatFloat(q, 'g', -1, 64) + ", " + expr + ")"
+}
