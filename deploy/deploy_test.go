@@ -22,7 +22,7 @@ import (
 
 	"github.com/kestrelops/tandem/deploy"
 	"github.com/kestrelops/tandem/deploy/rules"
-	"github.com/kestrelops/tandem/internal/serve"
+	"github.com/kestrelops/tandem/proxy/serve"
 	"github.com/kestrelops/tandem/proxy"
 )
 

@@ -14,7 +14,7 @@ import (
 	"github.com/sethvargo/go-envconfig"
 
 	"github.com/kestrelops/tandem/exporter/statuspage"
-	"github.com/kestrelops/tandem/internal/serve"
+	"github.com/kestrelops/tandem/proxy/serve"
 )
 
 func runServe(ctx context.Context, fs *flag.FlagSet, args []string, _, stderr io.Writer) error {

@@ -17,7 +17,7 @@ import (
 
 	"github.com/sethvargo/go-envconfig"
 
-	"github.com/kestrelops/tandem/internal/serve"
+	"github.com/kestrelops/tandem/proxy/serve"
 )
 
 // TestMain lets the tests run this test binary as the tandem binary:

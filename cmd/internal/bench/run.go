@@ -18,7 +18,7 @@ import (
 
 	"github.com/sethvargo/go-envconfig"
 
-	"github.com/kestrelops/tandem/internal/serve"
+	"github.com/kestrelops/tandem/proxy/serve"
 )
 
 // Variant names, in the order of the table's columns.

@@ -26,7 +26,7 @@ import (
 	"github.com/kestrelops/tandem/cmd/internal/sim"
 	"github.com/kestrelops/tandem/exporter"
 	"github.com/kestrelops/tandem/exporter/statuspage"
-	"github.com/kestrelops/tandem/internal/serve"
+	"github.com/kestrelops/tandem/proxy/serve"
 	"github.com/kestrelops/tandem/proxy/record"
 )
 

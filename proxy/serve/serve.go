@@ -1,5 +1,8 @@
-// Package serve wires the proxy, the exporter and the record file into the
-// two listeners of tandem serve, and shuts them down in order.
+// Package serve is tandem serve: it owns the settings of the server around
+// the proxy (listeners, record file, idle timeout, shutdown grace), embedding
+// the proxy's own, loads and validates them once, wires the proxy, the
+// exporter and the record file into two listeners, and shuts them down in
+// order.
 package serve
 
 import (

@@ -3,7 +3,7 @@
 // gen_readme rewrites the configuration table of the Markdown file named by
 // its argument, the table under the line that starts with
 // "<!-- config-table:", from serve.Config. go generate runs it in
-// internal/serve.
+// proxy/serve.
 package main
 
 import (
@@ -12,7 +12,7 @@ import (
 	"os"
 	"strings"
 
-	"github.com/kestrelops/tandem/internal/serve"
+	"github.com/kestrelops/tandem/proxy/serve"
 )
 
 const marker = "<!-- config-table:"
