@@ -22,8 +22,8 @@ import (
 
 	"github.com/kestrelops/tandem/deploy"
 	"github.com/kestrelops/tandem/deploy/rules"
-	"github.com/kestrelops/tandem/proxy/serve"
 	"github.com/kestrelops/tandem/proxy"
+	"github.com/kestrelops/tandem/proxy/serve"
 )
 
 const dashboardsDir = "../dashboards/json"

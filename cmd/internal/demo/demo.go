@@ -26,8 +26,8 @@ import (
 	"github.com/kestrelops/tandem/cmd/internal/sim"
 	"github.com/kestrelops/tandem/exporter"
 	"github.com/kestrelops/tandem/exporter/statuspage"
-	"github.com/kestrelops/tandem/proxy/serve"
 	"github.com/kestrelops/tandem/proxy/record"
+	"github.com/kestrelops/tandem/proxy/serve"
 )
 
 // Config is the configuration of tandem demo.
