@@ -3,6 +3,8 @@ package classify
 import (
 	"cmp"
 	"slices"
+
+	"github.com/kestrelops/tandem/proxy/internal/jsonlex"
 )
 
 // canonical writes a valid JSON value as json.Marshal writes what
@@ -47,14 +49,14 @@ value:
 		case '[', '{':
 			opening := v[i]
 			dst = append(dst, opening)
-			if end := skipSpace(v, i+1); v[end] == closing(opening) {
+			if end := jsonlex.SkipSpace(v, i+1); v[end] == jsonlex.Closing(opening) {
 				dst = append(dst, v[end])
 				i = end + 1
 				break
 			}
 			if opening == '[' {
 				frames = append(frames, frame{object: -1})
-				i = skipSpace(v, i+1)
+				i = jsonlex.SkipSpace(v, i+1)
 				continue value
 			}
 			if len(c.objects) == 0 {
@@ -65,7 +67,7 @@ value:
 			dst, i = c.appendKey(dst, v, c.keys[c.objects[k].first])
 			continue value
 		case '"':
-			end := stringEnd(v, i)
+			end := jsonlex.StringEnd(v, i)
 			dst = appendQuoted(dst, v[i:end])
 			i = end
 		case 't', 'f', 'n':
@@ -73,7 +75,7 @@ value:
 			dst = append(dst, v[i:end]...)
 			i = end
 		default:
-			end := numberEnd(v, i)
+			end := jsonlex.NumberEnd(v, i)
 			dst = appendNumber(dst, v[i:end])
 			i = end
 		}
@@ -81,9 +83,9 @@ value:
 		for len(frames) > 0 {
 			f := &frames[len(frames)-1]
 			if f.object < 0 {
-				if i = skipSpace(v, i); v[i] == ',' {
+				if i = jsonlex.SkipSpace(v, i); v[i] == ',' {
 					dst = append(dst, ',')
-					i = skipSpace(v, i+1)
+					i = jsonlex.SkipSpace(v, i+1)
 					continue value
 				}
 				dst = append(dst, ']')
@@ -109,9 +111,9 @@ value:
 // appendKey appends the key at v[k] and a colon, and returns the offset of
 // the member's value.
 func (c *canonical) appendKey(dst, v []byte, k int32) ([]byte, int) {
-	end := stringEnd(v, int(k))
+	end := jsonlex.StringEnd(v, int(k))
 	dst = appendQuoted(dst, v[k:end])
-	return append(dst, ':'), skipSpace(v, skipSpace(v, end)+1)
+	return append(dst, ':'), jsonlex.SkipSpace(v, jsonlex.SkipSpace(v, end)+1)
 }
 
 // endObject forgets the plan once the object it was made for is written.
@@ -140,21 +142,21 @@ func (c *canonical) plan(v []byte, i int) {
 		switch v[i] {
 		case '[', '{':
 			opening := v[i]
-			if end := skipSpace(v, i+1); v[end] == closing(opening) {
+			if end := jsonlex.SkipSpace(v, i+1); v[end] == jsonlex.Closing(opening) {
 				i = end + 1
 				break
 			}
 			if opening == '[' {
 				open = append(open, -1)
-				i = skipSpace(v, i+1)
+				i = jsonlex.SkipSpace(v, i+1)
 				continue
 			}
 			open = append(open, int32(len(c.objects)))
 			c.objects = append(c.objects, object{start: int32(i), first: pending})
-			i = skipSpace(v, i+1)
+			i = jsonlex.SkipSpace(v, i+1)
 			c.keys[pending] = int32(i)
 			pending++
-			i = skipSpace(v, memberValue(v, i))
+			i = jsonlex.SkipSpace(v, jsonlex.MemberValue(v, i))
 			continue
 		default:
 			i = skip(v, i)
@@ -162,12 +164,12 @@ func (c *canonical) plan(v []byte, i int) {
 		// After a value: the next element or member, or the container's end.
 		for ; len(open) > 0; open = open[:len(open)-1] {
 			k := open[len(open)-1]
-			if i = skipSpace(v, i); v[i] == ',' {
-				i = skipSpace(v, i+1)
+			if i = jsonlex.SkipSpace(v, i); v[i] == ',' {
+				i = jsonlex.SkipSpace(v, i+1)
 				if k >= 0 {
 					c.keys[pending] = int32(i)
 					pending++
-					i = skipSpace(v, memberValue(v, i))
+					i = jsonlex.SkipSpace(v, jsonlex.MemberValue(v, i))
 				}
 				break
 			}
@@ -192,7 +194,7 @@ func (c *canonical) plan(v []byte, i int) {
 // a map's, and keeps the last of equal keys, as json.Unmarshal does. It
 // returns how many it kept, at the front.
 func sortKeys(v []byte, keys []int32) int32 {
-	key := func(at int32) []byte { return v[at:stringEnd(v, int(at))] }
+	key := func(at int32) []byte { return v[at:jsonlex.StringEnd(v, int(at))] }
 	slices.SortStableFunc(keys, func(a, b int32) int { return compareKeys(key(a), key(b)) })
 	n := 0
 	for j, at := range keys {
@@ -211,10 +213,10 @@ func count(v []byte, i int) (objects, members, depth int) {
 	for open := 0; ; {
 		switch v[i] {
 		case '"':
-			i = stringEnd(v, i)
+			i = jsonlex.StringEnd(v, i)
 			continue
 		case '{':
-			if v[skipSpace(v, i+1)] != '}' {
+			if v[jsonlex.SkipSpace(v, i+1)] != '}' {
 				objects++
 			}
 			fallthrough

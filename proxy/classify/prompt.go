@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+
+	"github.com/kestrelops/tandem/proxy/internal/jsonlex"
 )
 
 // Prompt is the canonical form of one request's prompt.
@@ -66,20 +68,20 @@ func (f *fields) field(key []byte) *[]byte {
 // It reports false for anything else.
 func readFields(body []byte) (f fields, ok bool) {
 	var v validator
-	i := skipSpace(body, 0)
+	i := jsonlex.SkipSpace(body, 0)
 	if i == len(body) || body[i] != '{' {
 		return f, false
 	}
-	if i = skipSpace(body, i+1); i < len(body) && body[i] == '}' {
-		return f, skipSpace(body, i+1) == len(body)
+	if i = jsonlex.SkipSpace(body, i+1); i < len(body) && body[i] == '}' {
+		return f, jsonlex.SkipSpace(body, i+1) == len(body)
 	}
 	for {
-		colon := memberValue(body, i)
+		colon := jsonlex.MemberValue(body, i)
 		if colon < 0 {
 			return f, false
 		}
-		field := f.field(body[i:stringEnd(body, i)])
-		start := skipSpace(body, colon)
+		field := f.field(body[i:jsonlex.StringEnd(body, i)])
+		start := jsonlex.SkipSpace(body, colon)
 		end := v.valueEnd(body, start, 1, field != nil)
 		if end < 0 {
 			return f, false
@@ -90,14 +92,14 @@ func readFields(body []byte) (f fields, ok bool) {
 				*field = nil
 			}
 		}
-		if i = skipSpace(body, end); i == len(body) {
+		if i = jsonlex.SkipSpace(body, end); i == len(body) {
 			return f, false
 		}
 		switch body[i] {
 		case '}':
-			return f, skipSpace(body, i+1) == len(body)
+			return f, jsonlex.SkipSpace(body, i+1) == len(body)
 		case ',':
-			i = skipSpace(body, i+1)
+			i = jsonlex.SkipSpace(body, i+1)
 		default:
 			return f, false
 		}
@@ -254,7 +256,7 @@ func (e *encoder) completions(v []byte) error {
 	case isString(v):
 		e.message(namePrompt, v)
 	case v[0] == '[':
-		if isNumber(v[skipSpace(v, 1):]) { // token IDs
+		if isNumber(v[jsonlex.SkipSpace(v, 1):]) { // token IDs
 			e.header(markItem, namePrompt)
 			e.value(v)
 			return nil

@@ -2,7 +2,6 @@ package classify
 
 import (
 	"bytes"
-	"encoding/binary"
 	"iter"
 	"math"
 	"strconv"
@@ -10,6 +9,8 @@ import (
 	"unicode/utf16"
 	"unicode/utf8"
 	"unsafe"
+
+	"github.com/kestrelops/tandem/proxy/internal/jsonlex"
 )
 
 // This file reads JSON in place, as encoding/json reads it into values of
@@ -47,7 +48,7 @@ func (v *validator) isObject(depth int) bool {
 func (v *validator) valueEnd(b []byte, i, depth int, numbers bool) int {
 	outer := depth
 	for {
-		i = skipSpace(b, i)
+		i = jsonlex.SkipSpace(b, i)
 		if i >= len(b) {
 			return -1
 		}
@@ -58,28 +59,28 @@ func (v *validator) valueEnd(b []byte, i, depth int, numbers bool) int {
 			}
 			v.setObject(depth, c == '{')
 			depth++
-			i = skipSpace(b, i+1)
-			if i < len(b) && b[i] == closing(c) {
+			i = jsonlex.SkipSpace(b, i+1)
+			if i < len(b) && b[i] == jsonlex.Closing(c) {
 				depth--
 				i++
 				break
 			}
 			if c == '{' {
-				if i = memberValue(b, i); i < 0 {
+				if i = jsonlex.MemberValue(b, i); i < 0 {
 					return -1
 				}
 			}
 			continue
 		case '"':
-			i = stringEnd(b, i)
+			i = jsonlex.StringEnd(b, i)
 		case 't':
-			i = literalEnd(b, i, "true")
+			i = jsonlex.LiteralEnd(b, i, "true")
 		case 'f':
-			i = literalEnd(b, i, "false")
+			i = jsonlex.LiteralEnd(b, i, "false")
 		case 'n':
-			i = literalEnd(b, i, "null")
+			i = jsonlex.LiteralEnd(b, i, "null")
 		default:
-			end := numberEnd(b, i)
+			end := jsonlex.NumberEnd(b, i)
 			if end > 0 && numbers && !fitsFloat64(b[i:end]) {
 				return -1
 			}
@@ -93,7 +94,7 @@ func (v *validator) valueEnd(b []byte, i, depth int, numbers bool) int {
 			if depth == outer {
 				return i
 			}
-			i = skipSpace(b, i)
+			i = jsonlex.SkipSpace(b, i)
 			if i >= len(b) {
 				return -1
 			}
@@ -108,93 +109,13 @@ func (v *validator) valueEnd(b []byte, i, depth int, numbers bool) int {
 			}
 			i++
 			if object {
-				if i = memberValue(b, skipSpace(b, i)); i < 0 {
+				if i = jsonlex.MemberValue(b, jsonlex.SkipSpace(b, i)); i < 0 {
 					return -1
 				}
 			}
 			break
 		}
 	}
-}
-
-// closing is the byte that closes a container opened by opening.
-func closing(opening byte) byte {
-	return opening + 2 // ']' follows '[' by two, as '}' follows '{'
-}
-
-// memberValue checks a member's key and colon starting at b[i] and returns
-// the index just past the colon, or -1.
-func memberValue(b []byte, i int) int {
-	if i >= len(b) || b[i] != '"' {
-		return -1
-	}
-	if i = stringEnd(b, i); i < 0 {
-		return -1
-	}
-	i = skipSpace(b, i)
-	if i >= len(b) || b[i] != ':' {
-		return -1
-	}
-	return i + 1
-}
-
-func skipSpace(b []byte, i int) int {
-	for i < len(b) {
-		switch b[i] {
-		case ' ', '\t', '\n', '\r':
-			i++
-		default:
-			return i
-		}
-	}
-	return i
-}
-
-// stringEnd returns the index just past the string starting at b[i] == '"',
-// or -1 when it is not a valid JSON string. Invalid UTF-8 is valid here, as
-// it is to encoding/json, which replaces it when decoding.
-func stringEnd(b []byte, i int) int {
-	for i++; i < len(b); i++ {
-		for i+8 <= len(b) && plainWord(binary.LittleEndian.Uint64(b[i:])) {
-			i += 8
-		}
-		if i == len(b) {
-			break
-		}
-		switch c := b[i]; {
-		case c == '"':
-			return i + 1
-		case c < ' ':
-			return -1
-		case c == '\\':
-			i++
-			if i >= len(b) {
-				return -1
-			}
-			switch b[i] {
-			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
-			case 'u':
-				if i+4 >= len(b) || hex4(b[i+1:i+5]) < 0 {
-					return -1
-				}
-				i += 4
-			default:
-				return -1
-			}
-		}
-	}
-	return -1
-}
-
-// plainWord reports whether none of the eight bytes in w is a quote, a
-// backslash or a control character: whether a string goes on past them
-// unchanged. A byte is zero, or below n, where its top bit survives the
-// subtraction (the bit tricks of "Bit Twiddling Hacks").
-func plainWord(w uint64) bool {
-	const ones, highs = 0x0101010101010101, 0x8080808080808080
-	quote, backslash := w^('"'*ones), w^('\\'*ones)
-	below := (w-' '*ones)&^w | (quote-ones)&^quote | (backslash-ones)&^backslash
-	return below&highs == 0
 }
 
 // hex4 decodes four hex digits, or returns -1.
@@ -216,62 +137,11 @@ func hex4(h []byte) rune {
 	return r
 }
 
-// literalEnd returns the index just past lit at b[i], or -1.
-func literalEnd(b []byte, i int, lit string) int {
-	if len(b)-i < len(lit) || string(b[i:i+len(lit)]) != lit {
-		return -1
-	}
-	return i + len(lit)
-}
-
-// numberEnd returns the index just past the number starting at b[i], or -1.
-func numberEnd(b []byte, i int) int {
-	if b[i] == '-' {
-		i++
-	}
-	switch {
-	case i >= len(b):
-		return -1
-	case b[i] == '0':
-		i++
-	case '1' <= b[i] && b[i] <= '9':
-		i = digitsEnd(b, i+1)
-	default:
-		return -1
-	}
-	if i < len(b) && b[i] == '.' {
-		j := digitsEnd(b, i+1)
-		if j == i+1 {
-			return -1
-		}
-		i = j
-	}
-	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
-		i++
-		if i < len(b) && (b[i] == '+' || b[i] == '-') {
-			i++
-		}
-		j := digitsEnd(b, i)
-		if j == i {
-			return -1
-		}
-		i = j
-	}
-	return i
-}
-
-func digitsEnd(b []byte, i int) int {
-	for i < len(b) && '0' <= b[i] && b[i] <= '9' {
-		i++
-	}
-	return i
-}
-
 // skip returns the index just past the valid JSON value at b[i].
 func skip(b []byte, i int) int {
 	switch b[i] {
 	case '"':
-		return stringEnd(b, i)
+		return jsonlex.StringEnd(b, i)
 	case 't', 'n':
 		return i + len("true")
 	case 'f':
@@ -281,7 +151,7 @@ func skip(b []byte, i int) int {
 		for {
 			switch b[i] {
 			case '"':
-				i = stringEnd(b, i)
+				i = jsonlex.StringEnd(b, i)
 				continue
 			case '{', '[':
 				depth++
@@ -293,19 +163,19 @@ func skip(b []byte, i int) int {
 			i++
 		}
 	}
-	return numberEnd(b, i)
+	return jsonlex.NumberEnd(b, i)
 }
 
 // elements yields the elements of the valid JSON array a.
 func elements(a []byte) iter.Seq[[]byte] {
 	return func(yield func([]byte) bool) {
-		for i := skipSpace(a, 1); a[i] != ']'; {
+		for i := jsonlex.SkipSpace(a, 1); a[i] != ']'; {
 			end := skip(a, i)
 			if !yield(a[i:end]) {
 				return
 			}
-			if i = skipSpace(a, end); a[i] == ',' {
-				i = skipSpace(a, i+1)
+			if i = jsonlex.SkipSpace(a, end); a[i] == ',' {
+				i = jsonlex.SkipSpace(a, i+1)
 			}
 		}
 	}
@@ -315,15 +185,15 @@ func elements(a []byte) iter.Seq[[]byte] {
 // the valid JSON object o.
 func members(o []byte) iter.Seq2[[]byte, []byte] {
 	return func(yield func(key, value []byte) bool) {
-		for i := skipSpace(o, 1); o[i] != '}'; {
-			keyEnd := stringEnd(o, i)
-			start := skipSpace(o, skipSpace(o, keyEnd)+1)
+		for i := jsonlex.SkipSpace(o, 1); o[i] != '}'; {
+			keyEnd := jsonlex.StringEnd(o, i)
+			start := jsonlex.SkipSpace(o, jsonlex.SkipSpace(o, keyEnd)+1)
 			end := skip(o, start)
 			if !yield(o[i:keyEnd], o[start:end]) {
 				return
 			}
-			if i = skipSpace(o, end); o[i] == ',' {
-				i = skipSpace(o, i+1)
+			if i = jsonlex.SkipSpace(o, end); o[i] == ',' {
+				i = jsonlex.SkipSpace(o, i+1)
 			}
 		}
 	}
@@ -547,7 +417,7 @@ func fitsFloat64(n []byte) bool {
 // appendNumber appends the JSON number n (one that fits a float64) as
 // json.Marshal writes the float64 json.Unmarshal decodes from it.
 func appendNumber(dst, n []byte) []byte {
-	if digits := bytes.TrimPrefix(n, []byte("-")); len(digits) <= 15 && digitsEnd(digits, 0) == len(digits) {
+	if digits := bytes.TrimPrefix(n, []byte("-")); len(digits) <= 15 && jsonlex.DigitsEnd(digits, 0) == len(digits) {
 		return append(dst, n...) // an integer a float64 holds exactly
 	}
 	f, _ := strconv.ParseFloat(transient(n), 64)

@@ -1,5 +1,7 @@
 package sse
 
+import "github.com/kestrelops/tandem/proxy/internal/jsonlex"
+
 // document reads a non-streaming JSON body fed in chunks split anywhere,
 // without keeping it. It checks that the body is what encoding/json.Valid
 // accepts, follows the path to each value the meter reads (what chatChunk
@@ -174,7 +176,7 @@ func (d *document) response() responseSummary {
 func (d *document) feed(b []byte) {
 	for i := 0; i < len(b) && d.state != docInvalid; i++ {
 		if d.state == docString {
-			j := plainEnd(b, i)
+			j := jsonlex.PlainEnd(b, i)
 			d.plain(b[i:j])
 			if i = j; i == len(b) {
 				return

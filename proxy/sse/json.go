@@ -3,6 +3,8 @@ package sse
 import (
 	"bytes"
 	"encoding/json"
+
+	"github.com/kestrelops/tandem/proxy/internal/jsonlex"
 )
 
 // reader reads one JSON document in a single pass, checking as it goes that
@@ -19,7 +21,7 @@ type reader struct {
 
 // peek returns the first byte of the next token, or 0 at the end of input.
 func (r *reader) peek() byte {
-	r.i = skipSpace(r.b, r.i)
+	r.i = jsonlex.SkipSpace(r.b, r.i)
 	if r.i >= len(r.b) {
 		return 0
 	}
@@ -31,7 +33,7 @@ func (r *reader) value() []byte {
 	if r.bad {
 		return nil
 	}
-	start := skipSpace(r.b, r.i)
+	start := jsonlex.SkipSpace(r.b, r.i)
 	end := validValueEnd(r.b, start, r.depth)
 	if end < 0 {
 		r.bad = true
@@ -54,7 +56,7 @@ func (r *reader) object(member func(key []byte) bool) {
 			r.bad = true
 			return
 		}
-		end, escaped := scanString(r.b, r.i)
+		end, escaped := jsonlex.ScanString(r.b, r.i)
 		if end < 0 {
 			r.bad = true
 			return
@@ -141,22 +143,7 @@ func (r *reader) next(closing byte) bool {
 // done reports whether the input was one valid value and the reader has
 // read it to its end.
 func (r *reader) done() bool {
-	return !r.bad && r.depth == 0 && r.i > 0 && skipSpace(r.b, r.i) == len(r.b)
-}
-
-func skipSpace(b []byte, i int) int {
-	if i < len(b) && b[i] > ' ' {
-		return i
-	}
-	for i < len(b) {
-		switch b[i] {
-		case ' ', '\t', '\n', '\r':
-			i++
-		default:
-			return i
-		}
-	}
-	return i
+	return !r.bad && r.depth == 0 && r.i > 0 && jsonlex.SkipSpace(r.b, r.i) == len(r.b)
 }
 
 func isString(v []byte) bool { return len(v) >= 2 && v[0] == '"' }
@@ -166,7 +153,7 @@ func nonEmptyString(v []byte) bool { return len(v) > 2 && v[0] == '"' }
 
 // nonEmptyArray reports whether v is an array with at least one element.
 func nonEmptyArray(v []byte) bool {
-	return len(v) >= 2 && v[0] == '[' && skipSpace(v, 1) < len(v)-1
+	return len(v) >= 2 && v[0] == '[' && jsonlex.SkipSpace(v, 1) < len(v)-1
 }
 
 // stringIs reports whether the string v equals s without allocating. Escaped

@@ -1,6 +1,6 @@
 package sse
 
-import "encoding/binary"
+import "github.com/kestrelops/tandem/proxy/internal/jsonlex"
 
 // maxNestingDepth is encoding/json's limit on nested objects and arrays.
 const maxNestingDepth = 10000
@@ -9,8 +9,8 @@ const maxNestingDepth = 10000
 // surrounded by whitespace. It accepts what encoding/json.Valid accepts
 // (including its nesting limit and invalid UTF-8 inside strings).
 func validJSON(b []byte) bool {
-	end := validValueEnd(b, skipSpace(b, 0), 0)
-	return end >= 0 && skipSpace(b, end) == len(b)
+	end := validValueEnd(b, jsonlex.SkipSpace(b, 0), 0)
+	return end >= 0 && jsonlex.SkipSpace(b, end) == len(b)
 }
 
 // validValueEnd returns the index just past the valid JSON value that starts
@@ -21,7 +21,7 @@ func validValueEnd(b []byte, i, depth int) int {
 	var buf [32]byte
 	open := buf[:0] // '{' or '[' of every container not yet closed
 	for {
-		i = skipSpace(b, i)
+		i = jsonlex.SkipSpace(b, i)
 		if i >= len(b) {
 			return -1
 		}
@@ -31,28 +31,28 @@ func validValueEnd(b []byte, i, depth int) int {
 				return -1
 			}
 			open = append(open, b[i])
-			i = skipSpace(b, i+1)
-			if i < len(b) && b[i] == closing(open[len(open)-1]) {
+			i = jsonlex.SkipSpace(b, i+1)
+			if i < len(b) && b[i] == jsonlex.Closing(open[len(open)-1]) {
 				open = open[:len(open)-1]
 				i++
 				break
 			}
 			if open[len(open)-1] == '{' {
-				if i = memberValue(b, i); i < 0 {
+				if i = jsonlex.MemberValue(b, i); i < 0 {
 					return -1
 				}
 			}
 			continue
 		case '"':
-			i = validStringEnd(b, i)
+			i = jsonlex.StringEnd(b, i)
 		case 't':
-			i = literalEnd(b, i, "true")
+			i = jsonlex.LiteralEnd(b, i, "true")
 		case 'f':
-			i = literalEnd(b, i, "false")
+			i = jsonlex.LiteralEnd(b, i, "false")
 		case 'n':
-			i = literalEnd(b, i, "null")
+			i = jsonlex.LiteralEnd(b, i, "null")
 		default:
-			i = numberEnd(b, i)
+			i = jsonlex.NumberEnd(b, i)
 		}
 		if i < 0 {
 			return -1
@@ -62,12 +62,12 @@ func validValueEnd(b []byte, i, depth int) int {
 			if len(open) == 0 {
 				return i
 			}
-			i = skipSpace(b, i)
+			i = jsonlex.SkipSpace(b, i)
 			if i >= len(b) {
 				return -1
 			}
 			top := open[len(open)-1]
-			if b[i] == closing(top) {
+			if b[i] == jsonlex.Closing(top) {
 				open = open[:len(open)-1]
 				i++
 				continue
@@ -77,165 +77,11 @@ func validValueEnd(b []byte, i, depth int) int {
 			}
 			i++
 			if top == '{' {
-				if i = memberValue(b, skipSpace(b, i)); i < 0 {
+				if i = jsonlex.MemberValue(b, jsonlex.SkipSpace(b, i)); i < 0 {
 					return -1
 				}
 			}
 			break
 		}
 	}
-}
-
-// closing is the byte that closes a container opened by opening.
-func closing(opening byte) byte {
-	if opening == '{' {
-		return '}'
-	}
-	return ']'
-}
-
-// memberValue checks a member's name and colon starting at b[i] and returns
-// the index just past the colon, or -1.
-func memberValue(b []byte, i int) int {
-	if i >= len(b) || b[i] != '"' {
-		return -1
-	}
-	if i = validStringEnd(b, i); i < 0 {
-		return -1
-	}
-	i = skipSpace(b, i)
-	if i >= len(b) || b[i] != ':' {
-		return -1
-	}
-	return i + 1
-}
-
-// plainStringByte marks the bytes a JSON string holds as they are: all but
-// the quote, the backslash and control characters.
-var plainStringByte = func() (plain [256]bool) {
-	for c := 0x20; c < len(plain); c++ {
-		plain[c] = c != '"' && c != '\\'
-	}
-	return plain
-}()
-
-// plainWord reports whether none of the eight bytes in w is a quote, a
-// backslash or a control character (the bit tricks of "Bit Twiddling Hacks":
-// a byte is zero, or below n, where its top bit survives the subtraction).
-func plainWord(w uint64) bool {
-	const ones, highs = 0x0101010101010101, 0x8080808080808080
-	quote, backslash := w^('"'*ones), w^('\\'*ones)
-	below := (w-0x20*ones)&^w | (quote-ones)&^quote | (backslash-ones)&^backslash
-	return below&highs == 0
-}
-
-// plainEnd returns the index of the first byte from b[i] on that a JSON
-// string does not hold as it is, or len(b).
-func plainEnd(b []byte, i int) int {
-	for i+8 <= len(b) && plainWord(binary.LittleEndian.Uint64(b[i:])) {
-		i += 8
-	}
-	for i < len(b) && plainStringByte[b[i]] {
-		i++
-	}
-	return i
-}
-
-// validStringEnd returns the index just past the string starting at
-// b[i] == '"', or -1 when it is not a valid JSON string.
-func validStringEnd(b []byte, i int) int {
-	end, _ := scanString(b, i)
-	return end
-}
-
-// scanString is validStringEnd that also reports whether the string holds
-// an escape sequence.
-func scanString(b []byte, i int) (end int, escaped bool) {
-	for i++; ; i++ {
-		if i = plainEnd(b, i); i >= len(b) {
-			return -1, escaped
-		}
-		switch b[i] {
-		case '"':
-			return i + 1, escaped
-		case '\\':
-			escaped = true
-			i++
-			if i >= len(b) {
-				return -1, escaped
-			}
-			switch b[i] {
-			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
-			case 'u':
-				if i+4 >= len(b) {
-					return -1, escaped
-				}
-				for _, h := range b[i+1 : i+5] {
-					if !isHex(h) {
-						return -1, escaped
-					}
-				}
-				i += 4
-			default:
-				return -1, escaped
-			}
-		default: // a control character
-			return -1, escaped
-		}
-	}
-}
-
-func isHex(c byte) bool {
-	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
-}
-
-// literalEnd returns the index just past lit at b[i], or -1.
-func literalEnd(b []byte, i int, lit string) int {
-	if len(b)-i < len(lit) || string(b[i:i+len(lit)]) != lit {
-		return -1
-	}
-	return i + len(lit)
-}
-
-// numberEnd returns the index just past the number starting at b[i], or -1.
-func numberEnd(b []byte, i int) int {
-	if b[i] == '-' {
-		i++
-	}
-	switch {
-	case i >= len(b):
-		return -1
-	case b[i] == '0':
-		i++
-	case '1' <= b[i] && b[i] <= '9':
-		i = digitsEnd(b, i+1)
-	default:
-		return -1
-	}
-	if i < len(b) && b[i] == '.' {
-		j := digitsEnd(b, i+1)
-		if j == i+1 {
-			return -1
-		}
-		i = j
-	}
-	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
-		i++
-		if i < len(b) && (b[i] == '+' || b[i] == '-') {
-			i++
-		}
-		j := digitsEnd(b, i)
-		if j == i {
-			return -1
-		}
-		i = j
-	}
-	return i
-}
-
-func digitsEnd(b []byte, i int) int {
-	for i < len(b) && '0' <= b[i] && b[i] <= '9' {
-		i++
-	}
-	return i
 }
