@@ -254,8 +254,11 @@ var bucketFactor = math.Pow(2, math.Pow(2, -4))
 
 // checkWithinResolution checks a p95 computed from tandem's native histograms
 // against the individual timings in the records (class "" for all classes):
-// it must lie within one bucket of the order statistics around rank 0.95 n,
-// which is all a histogram can resolve.
+// it must lie within two buckets of the order statistics around rank 0.95 n.
+// One bucket is all a histogram can resolve; the other allows for the
+// increase() window, whose edges leave out a few of the records' requests,
+// and for Prometheus 3's exponential interpolation inside a bucket, which
+// reads lower than the linear one of Prometheus 2.
 func (r *demoRun) checkWithinResolution(t *testing.T, what string, got float64, config, class string) {
 	t.Helper()
 	var ttfts []float64
@@ -270,8 +273,8 @@ func (r *demoRun) checkWithinResolution(t *testing.T, what string, got float64, 
 	slices.Sort(ttfts)
 	rank := int(math.Ceil(0.95 * float64(len(ttfts))))
 	lo, hi := ttfts[max(rank-2, 0)], ttfts[min(rank, len(ttfts)-1)]
-	if got < lo/bucketFactor || got > hi*bucketFactor {
-		t.Errorf("%s: p95 from the histograms %.4fs is outside one bucket of the exact order statistics [%.4fs, %.4fs]", what, got, lo, hi)
+	if tolerance := bucketFactor * bucketFactor; got < lo/tolerance || got > hi*tolerance {
+		t.Errorf("%s: p95 from the histograms %.4fs is outside two buckets of the exact order statistics [%.4fs, %.4fs]", what, got, lo, hi)
 	}
 }
 
