@@ -3,6 +3,7 @@ package deploy_test
 import (
 	"bytes"
 	"context"
+	"maps"
 	"net"
 	"os"
 	"os/exec"
@@ -10,6 +11,7 @@ import (
 	"reflect"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 
 	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
@@ -464,5 +466,52 @@ func TestPrometheusConfigs(t *testing.T) {
 	decodeStrict(t, "prometheus/prometheus-3.yml", &c)
 	if c.Global["scrape_native_histograms"] != true {
 		t.Errorf("prometheus-3.yml does not set scrape_native_histograms: true")
+	}
+}
+
+// TestTapOverlayLoads applies the tap overlay's patch to the ConfigMap and
+// feeds the result to tandem serve's loader.
+func TestTapOverlayLoads(t *testing.T) {
+	raw, err := os.ReadFile("kubernetes/tap/kustomization.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var k struct {
+		Resources []string `json:"resources"`
+		Patches   []struct {
+			Target struct{ Kind, Name string } `json:"target"`
+			Patch  string                      `json:"patch"`
+		} `json:"patches"`
+	}
+	if err := yaml.Unmarshal(raw, &k); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(k.Resources, []string{".."}) || len(k.Patches) != 1 || k.Patches[0].Target.Kind != "ConfigMap" {
+		t.Fatalf("tap overlay %+v: want the base and one ConfigMap patch", k)
+	}
+	var ops []struct{ Op, Path, Value string }
+	if err := yaml.Unmarshal([]byte(k.Patches[0].Patch), &ops); err != nil {
+		t.Fatal(err)
+	}
+	m := loadManifests(t)
+	env := maps.Clone(m.configMaps[k.Patches[0].Target.Name].Data)
+	for _, op := range ops {
+		name := strings.TrimPrefix(op.Path, "/data/")
+		switch op.Op {
+		case "add", "replace":
+			env[name] = op.Value
+		case "remove":
+			delete(env, name)
+		}
+	}
+	for _, s := range m.secrets {
+		maps.Copy(env, s.StringData)
+	}
+	cfg, err := serve.LoadConfig(context.Background(), envconfig.MapLookuper(env))
+	if err != nil {
+		t.Fatalf("tandem serve rejects the tap overlay's configuration: %v", err)
+	}
+	if cfg.Mode != proxy.ModeTap || cfg.PrimaryURL != "" {
+		t.Errorf("tap overlay: mode %q, production %q; want tap and no production", cfg.Mode, cfg.PrimaryURL)
 	}
 }

@@ -24,7 +24,8 @@ const EnvPrefix = "TANDEM_"
 // classification, read from TANDEM_* variables. Each field's doc tag is the
 // text of the README's configuration table.
 type Config struct {
-	PrimaryURL string `env:"PRIMARY_URL" doc:"Production upstream base URL (required). Every request goes there unchanged."`
+	Mode       string `env:"MODE, default=inline" doc:"inline: tandem is on the production path and measures production too. tap: tandem is the target of a gateway's mirror; it answers each copy at once (204) and sends it to A and B; production is not measured."`
+	PrimaryURL string `env:"PRIMARY_URL" doc:"Production upstream base URL (required inline, unused in tap mode). Every request goes there unchanged."`
 	AURL       string `env:"A_URL" doc:"Configuration A base URL. Set both A and B, or neither (then only production is measured)."`
 	BURL       string `env:"B_URL" doc:"Configuration B base URL."`
 	AAPIKey    Secret `env:"A_API_KEY" doc:"Sent as Bearer token to A only. Never logged."`
@@ -116,8 +117,14 @@ func variableOf(msg string, t reflect.Type) (name, cause string, ok bool) {
 // Validate checks every setting and names the first invalid variable. Every
 // number has an upper bound the code can honour.
 func (c Config) Validate() error {
-	if c.PrimaryURL == "" {
+	if c.Mode != ModeInline && c.Mode != ModeTap {
+		return Invalid("MODE", "must be inline or tap, got %q", c.Mode)
+	}
+	if c.Mode == ModeInline && c.PrimaryURL == "" {
 		return Invalid("PRIMARY_URL", "is required: the base URL of production, e.g. http://vllm:8000")
+	}
+	if c.Mode == ModeTap && (c.AURL == "" || c.BURL == "") {
+		return Invalid("MODE", "tap needs TANDEM_A_URL and TANDEM_B_URL: in tap mode tandem measures only the arms")
 	}
 	for _, u := range []struct{ name, value string }{{"PRIMARY_URL", c.PrimaryURL}, {"A_URL", c.AURL}, {"B_URL", c.BURL}} {
 		if err := checkURL(u.name, u.value); err != nil {
@@ -205,6 +212,12 @@ func (c Config) Validate() error {
 
 // MaxExtraClasses bounds the class label's cardinality.
 const MaxExtraClasses = 16
+
+// Modes of tandem serve.
+const (
+	ModeInline = "inline" // on the production path
+	ModeTap    = "tap"    // the target of a gateway's mirror, off the production path
+)
 
 // Mirroring reports whether A and B are configured.
 func (c Config) Mirroring() bool { return c.AURL != "" && c.BURL != "" }

@@ -31,6 +31,8 @@ func TestConfigInvalid(t *testing.T) {
 		want string
 	}{
 		{map[string]string{"TANDEM_PRIMARY_URL": ""}, "invalid TANDEM_PRIMARY_URL: is required: the base URL of production, e.g. http://vllm:8000"},
+		{map[string]string{"TANDEM_MODE": "shadow"}, `invalid TANDEM_MODE: must be inline or tap, got "shadow"`},
+		{map[string]string{"TANDEM_MODE": "tap", "TANDEM_A_URL": "", "TANDEM_B_URL": ""}, "invalid TANDEM_MODE: tap needs TANDEM_A_URL and TANDEM_B_URL: in tap mode tandem measures only the arms"},
 		{map[string]string{"TANDEM_PRIMARY_URL": "vllm:8000"}, `invalid TANDEM_PRIMARY_URL: must be an absolute http or https URL, got "vllm:8000"`},
 		{map[string]string{"TANDEM_A_URL": "ftp://a"}, `invalid TANDEM_A_URL: must be an absolute http or https URL, got "ftp://a"`},
 		{map[string]string{"TANDEM_B_URL": "http://user:hunter2@b:8000"}, "invalid TANDEM_B_URL: must not carry credentials; use the API key variables"},

@@ -149,6 +149,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		r = r.WithContext(context.WithValue(r.Context(), clientBodyKey{}, cb))
 		r.Body = cb
 	}
+	if s.cfg.Mode == ModeTap {
+		s.serveTap(w, r)
+		return
+	}
 	api, llm := apiForPath(r.URL.Path)
 	if !llm {
 		s.reverse.ServeHTTP(w, r)

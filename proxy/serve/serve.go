@@ -54,7 +54,12 @@ func Run(ctx context.Context, cfg Config, o Options) error {
 	reg.MustRegister(collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(
 		collectors.GoRuntimeMetricsRule{Matcher: regexp.MustCompile(`^/sched/latencies:seconds$`)})),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	infos := []exporter.Info{{Config: exporter.ConfigProduction, Name: "production"}}
+	production := "production"
+	if cfg.Mode == proxy.ModeTap {
+		// Dashboards and the status page show this name on production's rows.
+		production = "not measured (tap mode)"
+	}
+	infos := []exporter.Info{{Config: exporter.ConfigProduction, Name: production}}
 	if cfg.Mirroring() {
 		infos = append(infos,
 			exporter.Info{Config: exporter.ConfigA, Name: cfg.AName, Model: cfg.AModel},
@@ -124,7 +129,7 @@ func Run(ctx context.Context, cfg Config, o Options) error {
 	go func() { errc <- metricsSrv.Serve(metricsLn) }()
 	ready.Store(true)
 	o.Log.Info("tandem serving", "proxy", proxyLn.Addr().String(), "metrics", metricsLn.Addr().String(),
-		"mirroring", cfg.Mirroring(), "sample_rate", cfg.SampleRate, "sample_by", cfg.SampleBy)
+		"mode", cfg.Mode, "mirroring", cfg.Mirroring(), "sample_rate", cfg.SampleRate, "sample_by", cfg.SampleBy)
 	if o.Listening != nil {
 		o.Listening(proxyLn.Addr().String(), metricsLn.Addr().String())
 	}
