@@ -83,6 +83,7 @@ type Metrics struct {
 	buffered      prometheus.Gauge
 	recordErrors  prometheus.Counter
 	recordsLost   *prometheus.CounterVec
+	fallback      prometheus.Counter
 }
 
 func nativeHistogram(name, help string, labels ...string) *prometheus.HistogramVec {
@@ -164,6 +165,10 @@ func New(reg prometheus.Registerer, classes []string, infos []Info, version, rev
 			Name: MetricRecordsDropped,
 			Help: "Per-request records lost, by reason: queue_full (the disk fell behind, or tandem was shutting down), write_error (writing the record file failed).",
 		}, []string{LabelReason}),
+		fallback: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: MetricClassifierFallback,
+			Help: "Classifications answered by the replica's own prefix index because the shared one (TANDEM_CLASSIFIER_REDIS_URL) failed, timed out or was being waited out. Requests are never affected.",
+		}),
 	}
 	configInfo := prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: MetricConfigInfo,
@@ -176,7 +181,7 @@ func New(reg prometheus.Registerer, classes []string, infos []Info, version, rev
 
 	reg.MustRegister(m.ttft, m.interToken, m.duration, m.requests, m.outputTokens,
 		m.promptTokens, m.cachedTokens, m.estimated, m.implausible, m.pairs, m.tokenMismatch,
-		m.ttftDiff, m.skipped, m.inFlight, m.buffered, m.recordErrors, m.recordsLost, configInfo, buildInfo)
+		m.ttftDiff, m.skipped, m.inFlight, m.buffered, m.recordErrors, m.recordsLost, m.fallback, configInfo, buildInfo)
 
 	configs := []string{ConfigProduction}
 	for _, in := range infos {
@@ -303,6 +308,10 @@ func (m *Metrics) RecordWriteError() {
 func (m *Metrics) RecordsDropped(reason string, n int) {
 	m.recordsLost.WithLabelValues(reason).Add(float64(n))
 }
+
+// ClassifierFallback counts a classification answered by the local prefix
+// index instead of the shared one.
+func (m *Metrics) ClassifierFallback() { m.fallback.Inc() }
 
 // BuildRevision returns the VCS revision the binary was built from, or
 // "unknown".

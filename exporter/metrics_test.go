@@ -63,6 +63,7 @@ func TestExposition(t *testing.T) {
 	m.RecordWriteError()
 	m.RecordWriteError()
 	m.RecordsDropped(exporter.RecordDropWriteError, 5)
+	m.ClassifierFallback()
 
 	f, err := os.Open("testdata/metrics.txt")
 	if err != nil {
@@ -73,7 +74,7 @@ func TestExposition(t *testing.T) {
 		exporter.MetricRequests, exporter.MetricOutputTokens, exporter.MetricPromptTokens,
 		exporter.MetricCachedPromptTokens, exporter.MetricEstimatedTokenCounts, exporter.MetricImplausibleUsage, exporter.MetricPairs,
 		exporter.MetricPairOutputTokensMismatch, exporter.MetricMirrorSkipped, exporter.MetricShadowInFlight,
-		exporter.MetricConfigInfo, exporter.MetricRecordWriteErrors, exporter.MetricRecordsDropped,
+		exporter.MetricConfigInfo, exporter.MetricRecordWriteErrors, exporter.MetricRecordsDropped, exporter.MetricClassifierFallback,
 	); err != nil {
 		t.Fatal(err)
 	}

@@ -17,7 +17,7 @@ func TestREADMEMetricTable(t *testing.T) {
 		MetricOutputTokens, MetricPromptTokens, MetricCachedPromptTokens, MetricEstimatedTokenCounts,
 		MetricImplausibleUsage, MetricPairs, MetricPairOutputTokensMismatch, MetricTTFTDifference,
 		MetricMirrorSkipped, MetricShadowInFlight, MetricBufferedBytes, MetricConfigInfo, MetricBuildInfo,
-		MetricRecordWriteErrors, MetricRecordsDropped,
+		MetricRecordWriteErrors, MetricRecordsDropped, MetricClassifierFallback,
 	} {
 		if !strings.Contains(string(readme), "| `"+name+"` |") {
 			t.Errorf("README.md's metric table lacks %s", name)

@@ -107,6 +107,7 @@ const (
 	MetricBuildInfo                = "tandem_build_info"
 	MetricRecordWriteErrors        = "tandem_record_write_errors_total"
 	MetricRecordsDropped           = "tandem_records_dropped_total"
+	MetricClassifierFallback       = "tandem_classifier_fallback_total"
 )
 
 // Native histogram settings shared by every tandem histogram. A factor of

@@ -10,6 +10,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/sethvargo/go-envconfig"
 	"golang.org/x/net/http/httpguts"
 
@@ -46,13 +47,15 @@ type Config struct {
 	MirrorMaxBodyBytes     int64         `env:"MIRROR_MAX_BODY_BYTES, default=4194304" doc:"Largest request body mirrored; larger bodies go to production untouched and are not mirrored."`
 	MaxBufferedBytes       int64         `env:"MAX_BUFFERED_BYTES, default=67108864" doc:"Every byte tandem holds for measurement (request bodies, their prompts, mirrored bodies, partial stream frames) counts against this budget; when it is spent, requests still go to production untouched, unmeasured (skipped as over_budget)."`
 
-	PrefixChunkBytes   int           `env:"PREFIX_CHUNK_BYTES, default=64" doc:"Chunk size of the prefix index."`
-	PrefixIndexEntries int           `env:"PREFIX_INDEX_ENTRIES, default=100000" doc:"Chunks held by each prefix index (mirror and production)."`
-	PrefixTTL          time.Duration `env:"PREFIX_TTL, default=10m" doc:"How long a prefix stays known without being seen again; approximates an engine's prefix cache."`
-	RepeatMinFraction  float64       `env:"REPEAT_MIN_FRACTION, default=0.5" doc:"Reused share of the prompt at which a request is repeated_prefix."`
-	RepeatMinBytes     int           `env:"REPEAT_MIN_BYTES, default=256" doc:"Reused bytes at which a request is repeated_prefix."`
-	ClassHeader        string        `env:"CLASS_HEADER" doc:"Request header whose value becomes the class when it is in TANDEM_EXTRA_CLASSES."`
-	ExtraClasses       []string      `env:"EXTRA_CLASSES" doc:"Comma-separated classes allowed through TANDEM_CLASS_HEADER."`
+	PrefixChunkBytes       int           `env:"PREFIX_CHUNK_BYTES, default=64" doc:"Chunk size of the prefix index."`
+	PrefixIndexEntries     int           `env:"PREFIX_INDEX_ENTRIES, default=100000" doc:"Chunks held by each prefix index (mirror and production)."`
+	PrefixTTL              time.Duration `env:"PREFIX_TTL, default=10m" doc:"How long a prefix stays known without being seen again; approximates an engine's prefix cache."`
+	RepeatMinFraction      float64       `env:"REPEAT_MIN_FRACTION, default=0.5" doc:"Reused share of the prompt at which a request is repeated_prefix."`
+	RepeatMinBytes         int           `env:"REPEAT_MIN_BYTES, default=256" doc:"Reused bytes at which a request is repeated_prefix."`
+	ClassifierRedisURL     Secret        `env:"CLASSIFIER_REDIS_URL" doc:"redis:// or rediss:// URL (credentials allowed; never logged) of a Redis that every replica shares as one prefix index, production's and the mirror's; without it each replica classifies against its own. See Several replicas."`
+	ClassifierRedisTimeout time.Duration `env:"CLASSIFIER_REDIS_TIMEOUT, default=50ms" doc:"Longest wait for the shared prefix index per classification; past it, or while Redis is down (retried every 2s), the replica's own index answers (tandem_classifier_fallback_total). Production never waits for it."`
+	ClassHeader            string        `env:"CLASS_HEADER" doc:"Request header whose value becomes the class when it is in TANDEM_EXTRA_CLASSES."`
+	ExtraClasses           []string      `env:"EXTRA_CLASSES" doc:"Comma-separated classes allowed through TANDEM_CLASS_HEADER."`
 
 	BodyReadTimeout time.Duration `env:"BODY_READ_TIMEOUT, default=60s" doc:"Longest wait for the next bytes of a client's request body (nginx's client_body_timeout); the client then gets 408."`
 }
@@ -119,6 +122,9 @@ func variableOf(msg string, t reflect.Type) (name, cause string, ok bool) {
 func (c Config) Validate() error {
 	if c.Mode != ModeInline && c.Mode != ModeTap {
 		return Invalid("MODE", "must be inline or tap, got %q", c.Mode)
+	}
+	if err := checkRedisURL("CLASSIFIER_REDIS_URL", string(c.ClassifierRedisURL)); err != nil {
+		return err
 	}
 	if c.Mode == ModeInline && c.PrimaryURL == "" {
 		return Invalid("PRIMARY_URL", "is required: the base URL of production, e.g. http://vllm:8000")
@@ -188,6 +194,7 @@ func (c Config) Validate() error {
 		CheckRange("SHADOW_TIMEOUT", c.ShadowTimeout, time.Millisecond, 24*time.Hour),
 		CheckRange("PREFIX_TTL", c.PrefixTTL, time.Second, 7*24*time.Hour),
 		CheckRange("BODY_READ_TIMEOUT", c.BodyReadTimeout, time.Second, time.Hour),
+		CheckRange("CLASSIFIER_REDIS_TIMEOUT", c.ClassifierRedisTimeout, time.Millisecond, time.Second),
 	} {
 		if err != nil {
 			return err
@@ -263,6 +270,30 @@ func checkURL(name, raw string) error {
 	}
 	if u.User != nil {
 		return Invalid(name, "must not carry credentials; use the API key variables")
+	}
+	return nil
+}
+
+// checkRedisURL accepts redis:// and rediss:// URLs; its errors never quote
+// the URL, which may carry a password.
+func checkRedisURL(name, raw string) error {
+	if raw == "" {
+		return nil
+	}
+	if len(raw) > 4096 {
+		return Invalid(name, "must be at most 4096 bytes, got %d", len(raw))
+	}
+	for i := 0; i < len(raw); i++ {
+		if c := raw[i]; c < 0x20 || c == 0x7f || c == ' ' {
+			return Invalid(name, "must not contain spaces or control characters (byte %d)", i)
+		}
+	}
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "redis" && u.Scheme != "rediss") || u.Hostname() == "" {
+		return Invalid(name, "must be redis://[user:password@]host:port[/db] or rediss://... (the value is not shown: it may hold a password)")
+	}
+	if _, err := redis.ParseURL(raw); err != nil {
+		return Invalid(name, "must be redis://[user:password@]host:port[/db] or rediss://... (the value is not shown: it may hold a password)")
 	}
 	return nil
 }

@@ -59,6 +59,11 @@ func TestConfigInvalid(t *testing.T) {
 		{map[string]string{"TANDEM_B_NAME": "b\x00"}, `invalid TANDEM_B_NAME: must be printable UTF-8, got "b\x00"`},
 		{map[string]string{"TANDEM_SAMPLE_KEY_HEADER": "X Conv"}, `invalid TANDEM_SAMPLE_KEY_HEADER: must be an HTTP header name, got "X Conv"`},
 		{map[string]string{"TANDEM_BODY_READ_TIMEOUT": "2h"}, "invalid TANDEM_BODY_READ_TIMEOUT: must be between 1s and 1h0m0s, got 2h0m0s"},
+		{map[string]string{"TANDEM_CLASSIFIER_REDIS_URL": "http://u:hunter2@redis:6379"}, "invalid TANDEM_CLASSIFIER_REDIS_URL: must be redis://[user:password@]host:port[/db] or rediss://... (the value is not shown: it may hold a password)"},
+		{map[string]string{"TANDEM_CLASSIFIER_REDIS_URL": "redis://:hunter2@"}, "invalid TANDEM_CLASSIFIER_REDIS_URL: must be redis://[user:password@]host:port[/db] or rediss://... (the value is not shown: it may hold a password)"},
+		{map[string]string{"TANDEM_CLASSIFIER_REDIS_URL": "redis://:hunter2@redis:6379/x"}, "invalid TANDEM_CLASSIFIER_REDIS_URL: must be redis://[user:password@]host:port[/db] or rediss://... (the value is not shown: it may hold a password)"},
+		{map[string]string{"TANDEM_CLASSIFIER_REDIS_URL": "redis://:hunter2@redis:6379\n"}, "invalid TANDEM_CLASSIFIER_REDIS_URL: must not contain spaces or control characters (byte 27)"},
+		{map[string]string{"TANDEM_CLASSIFIER_REDIS_TIMEOUT": "0s"}, "invalid TANDEM_CLASSIFIER_REDIS_TIMEOUT: must be between 1ms and 1s, got 0s"},
 		{map[string]string{"TANDEM_MAX_BUFFERED_BYTES": "1"}, "invalid TANDEM_MAX_BUFFERED_BYTES: must be between 1048576 and 68719476736, got 1"},
 	} {
 		env := map[string]string{}
@@ -86,13 +91,14 @@ func TestConfigUnparsableValueNamesVariable(t *testing.T) {
 
 func TestSecretsNeverPrinted(t *testing.T) {
 	c, err := load(map[string]string{"TANDEM_PRIMARY_URL": "http://p", "TANDEM_A_URL": "http://a", "TANDEM_B_URL": "http://b",
-		"TANDEM_A_API_KEY": "sk-aaaa-secret", "TANDEM_B_API_KEY": "sk-bbbb-secret"})
+		"TANDEM_A_API_KEY": "sk-aaaa-secret", "TANDEM_B_API_KEY": "sk-bbbb-secret",
+		"TANDEM_CLASSIFIER_REDIS_URL": "rediss://tandem:sk-cccc-secret@redis:6380/1"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, format := range []string{"%v", "%+v", "%#v", "%s"} {
 		out := fmt.Sprintf(format, c)
-		if strings.Contains(out, "sk-aaaa-secret") || strings.Contains(out, "sk-bbbb-secret") {
+		if strings.Contains(out, "sk-aaaa-secret") || strings.Contains(out, "sk-bbbb-secret") || strings.Contains(out, "sk-cccc-secret") {
 			t.Errorf("%s of Config prints a secret: %s", format, out)
 		}
 	}

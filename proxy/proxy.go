@@ -39,8 +39,9 @@ type Server struct {
 	arms    []*upstream // A then B; empty when not mirroring
 	reverse *httputil.ReverseProxy
 
-	prodIndex    *classify.Index // every request
-	mirrorIndex  *classify.Index // mirrored requests only: what A and B have seen
+	prodIndex    classifier      // every request
+	mirrorIndex  classifier      // mirrored requests only: what A and B have seen
+	sharedIndex  *classify.Redis // nil unless TANDEM_CLASSIFIER_REDIS_URL is set
 	sampler      *classify.Sampler
 	allowedClass map[string]bool
 
@@ -83,8 +84,25 @@ func New(cfg Config, m *exporter.Metrics, records *record.Writer, log *slog.Logg
 	for _, c := range cfg.ExtraClasses {
 		s.allowedClass[c] = true
 	}
-	s.prodIndex = classify.NewIndex(cfg.ClassifierOptions(), time.Now)
-	s.mirrorIndex = classify.NewIndex(cfg.ClassifierOptions(), time.Now)
+	prodIndex := classify.NewIndex(cfg.ClassifierOptions(), time.Now)
+	mirrorIndex := classify.NewIndex(cfg.ClassifierOptions(), time.Now)
+	s.prodIndex, s.mirrorIndex = prodIndex, mirrorIndex
+	if cfg.ClassifierRedisURL != "" {
+		shared, err := classify.NewRedis(classify.RedisOptions{
+			URL:        string(cfg.ClassifierRedisURL),
+			Timeout:    cfg.ClassifierRedisTimeout,
+			RetryAfter: redisRetryAfter,
+			PoolSize:   redisPoolSize,
+			Log:        log,
+			OnFallback: m.ClassifierFallback,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("TANDEM_CLASSIFIER_REDIS_URL: %w", err)
+		}
+		s.sharedIndex = shared
+		s.prodIndex = shared.Index(exporter.ConfigProduction, prodIndex)
+		s.mirrorIndex = shared.Index("mirror", mirrorIndex)
+	}
 	if cfg.SampleBy == "request" {
 		s.sampler = classify.NewRequestSampler(cfg.SampleRate, rand.Float64)
 	} else {
@@ -113,6 +131,17 @@ func New(cfg Config, m *exporter.Metrics, records *record.Writer, log *slog.Logg
 	return s, nil
 }
 
+// classifier is a prefix index: the replica's own, or the one replicas share.
+type classifier interface {
+	Classify(prompt []byte) (class string, reuse float64)
+}
+
+// The shared index's connections, and how long a replica answers from its
+// own index after Redis failed before it asks Redis again.
+const redisPoolSize = 16
+
+var redisRetryAfter = 2 * time.Second
+
 func newUpstream(config, rawURL string, key Secret, model string, maxInFlight int) (*upstream, error) {
 	u, err := url.Parse(rawURL)
 	if err != nil {
@@ -131,6 +160,9 @@ func newUpstream(config, rawURL string, key Secret, model string, maxInFlight in
 func (s *Server) Shutdown() {
 	s.stopShadows()
 	s.background.Wait()
+	if s.sharedIndex != nil {
+		s.sharedIndex.Close()
+	}
 }
 
 // ServeHTTP sends r to production and, when sampled, mirrors it to A and B.

@@ -148,8 +148,17 @@ func (ix *Index) Classify(prompt []byte) (class string, reuse float64) {
 		anchor = i
 	}
 
-	reuse = float64(reused) / float64(len(prompt))
-	if reuse >= ix.opts.MinFraction && reused >= ix.opts.MinBytes {
+	return ix.opts.class(reused, len(prompt))
+}
+
+// class is the class of a prompt of n bytes whose first reused bytes were
+// seen before, and its reuse fraction.
+func (o Options) class(reused, n int) (string, float64) {
+	if n == 0 {
+		return exporter.ClassFresh, 0
+	}
+	reuse := float64(reused) / float64(n)
+	if reuse >= o.MinFraction && reused >= o.MinBytes {
 		return exporter.ClassRepeatedPrefix, reuse
 	}
 	return exporter.ClassFresh, reuse
