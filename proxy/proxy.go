@@ -177,7 +177,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.NewResponseController(w).EnableFullDuplex()
 	}
 	if r.Body != nil && r.Body != http.NoBody {
-		cb := &clientBody{ReadCloser: r.Body, w: w, timeout: s.cfg.BodyReadTimeout}
+		cb := &clientBody{ReadCloser: r.Body, rc: http.NewResponseController(w), timeout: s.cfg.BodyReadTimeout}
 		r = r.WithContext(context.WithValue(r.Context(), clientBodyKey{}, cb))
 		r.Body = cb
 	}
@@ -344,7 +344,7 @@ func (e errReader) Read([]byte) (int, error) { return 0, e.err }
 // production's failure to get the body is answered as the client's fault.
 type clientBody struct {
 	io.ReadCloser
-	w       http.ResponseWriter
+	rc      *http.ResponseController
 	timeout time.Duration
 	failed  atomic.Pointer[error]
 }
@@ -352,7 +352,7 @@ type clientBody struct {
 type clientBodyKey struct{}
 
 func (b *clientBody) Read(p []byte) (int, error) {
-	rc := http.NewResponseController(b.w)
+	rc := b.rc
 	rc.SetReadDeadline(time.Now().Add(b.timeout))
 	n, err := b.ReadCloser.Read(p)
 	if err != nil {
