@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -104,4 +106,14 @@ func TestCalibration(t *testing.T) {
 		}
 	}
 	t.Logf("%d seeded runs per row:\n%s", calibrationRuns, b.String())
+	if raceBuild {
+		return
+	}
+	readme, err := os.ReadFile(filepath.Join("..", "..", "..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(readme), b.String()) {
+		t.Errorf("README.md lacks the calibration table; paste in:\n%s", b.String())
+	}
 }

@@ -13,9 +13,11 @@ package report
 
 import (
 	"encoding/json"
+	"fmt"
 	"math"
 	"time"
 
+	"github.com/kestrelops/tandem/exporter"
 	"github.com/kestrelops/tandem/exporter/verdict"
 )
 
@@ -249,16 +251,53 @@ type Validity struct {
 	Warnings         []string `json:"warnings"`
 }
 
-// Regressed reports whether B is significantly worse than A where the data
-// suffices: a slower TTFT p95 or a lower output rate in any class or, when
-// a claim is made for it, the mix.
-func (r *Report) Regressed() bool {
-	for _, c := range append([]Class{r.Mixed}, r.Classes...) {
-		if c.TTFTP95Verdict == Slower || c.OutputRateVerdict == Lower {
-			return true
+// Regressed reports whether B is worse than A in any class or the mix: a
+// slower TTFT p95 or a lower output rate.
+func (r *Report) Regressed() bool { return len(r.Regressions()) > 0 }
+
+// gated are the verdicts the gate reads, by name.
+var gated = []struct {
+	name    string
+	verdict func(Class) string
+}{
+	{"TTFT p95", func(c Class) string { return c.TTFTP95Verdict }},
+	{"output rate", func(c Class) string { return c.OutputRateVerdict }},
+}
+
+// Regressions names each class (or the mix) and measure where B is worse:
+// a slower TTFT p95 or a lower output rate.
+func (r *Report) Regressions() []string {
+	var out []string
+	for _, c := range r.allClasses() {
+		for _, g := range gated {
+			if v := g.verdict(c); v == Slower || v == Lower {
+				out = append(out, fmt.Sprintf("%s %s %s (%s)", c.Class, g.name, v, gateFigures(c, g.name)))
+			}
 		}
 	}
-	return false
+	return out
+}
+
+// Unsettled names each class (or the mix) and measure whose verdict is
+// inconclusive, insufficient_data or invalid.
+func (r *Report) Unsettled() []string {
+	var out []string
+	for _, c := range r.allClasses() {
+		for _, g := range gated {
+			if v := g.verdict(c); !verdict.Conclusive(v) {
+				out = append(out, fmt.Sprintf("%s %s %s (%s)", c.Class, g.name, v, gateFigures(c, g.name)))
+			}
+		}
+	}
+	return out
+}
+
+func gateFigures(c Class, measure string) string {
+	if measure == "TTFT p95" {
+		p95 := c.TTFT[1]
+		return fmt.Sprintf("B %s vs A %s, %s, %d pairs", seconds(float64(p95.B)), seconds(float64(p95.A)), relative(p95), c.Pairs.BothCompleted)
+	}
+	return fmt.Sprintf("B %s vs A %s tokens/s", rate(c.Arms[exporter.ConfigB].OutputTokensPerSecond), rate(c.Arms[exporter.ConfigA].OutputTokensPerSecond))
 }
 
 // Float is a number that is null in JSON when it is not finite.
