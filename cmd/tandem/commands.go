@@ -114,9 +114,12 @@ func runReport(ctx context.Context, fs *flag.FlagSet, args []string, stdout, std
 		return flagError(err)
 	}
 	c.Records = append(c.Records, fs.Args()...)
-	code, err := report.Run(ctx, c, stdout)
-	if err != nil && code != report.ExitRegression {
+	code, gate, err := report.Run(ctx, c, stdout)
+	switch {
+	case err != nil:
 		fmt.Fprintf(stderr, "tandem report: %v\n", err)
+	case gate != "":
+		fmt.Fprintf(stderr, "tandem report: %s\n", gate)
 	}
 	if code != 0 {
 		return exitCode(code)

@@ -145,7 +145,7 @@ func TestEndToEndDemo(t *testing.T) {
 				t.Errorf("%s: too few completed requests: A %d, B %d", class, a.Completed, b.Completed)
 			}
 		}
-		for _, want := range []string{"WRONG: the average of the class p95s", "System output rate", "Decision"} {
+		for _, want := range []string{"WRONG: ", "System output rate", "Decision"} {
 			if !strings.Contains(r.stdout, want) {
 				t.Errorf("demo output lacks %q:\n%s", want, r.stdout)
 			}
@@ -209,7 +209,7 @@ func TestEndToEndDemo(t *testing.T) {
 		// B is far faster on repeated prefixes; on fresh prompts it is slower,
 		// which a short run may not be able to show, but it must never read faster.
 		allowed := map[string][]string{
-			exporter.ClassFresh:          {"slower", "no_difference"},
+			exporter.ClassFresh:          {"slower", "inconclusive"},
 			exporter.ClassRepeatedPrefix: {"faster"},
 		}
 		seen := 0

@@ -3,8 +3,16 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/kestrelops/tandem/exporter"
+	"github.com/kestrelops/tandem/proxy/record"
 )
 
 func TestCommandLine(t *testing.T) {
@@ -37,6 +45,39 @@ func TestCommandLine(t *testing.T) {
 		}
 		if !strings.Contains(stderr.String(), tc.stderrPart) {
 			t.Errorf("tandem %v: stderr lacks %q:\n%s", tc.args, tc.stderrPart, stderr.String())
+		}
+	}
+}
+
+// The report's gate says in one line on stderr which class failed and why.
+func TestReportGateOneLine(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "records.jsonl")
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	start := time.Date(2026, 11, 2, 9, 0, 0, 0, time.UTC)
+	for i := range 20 {
+		for _, config := range exporter.Arms {
+			if err := enc.Encode(record.Record{Start: start.Add(time.Duration(i) * time.Second), Config: config, Class: exporter.ClassFresh,
+				PairID: strconv.Itoa(i), Outcome: exporter.OutcomeCompleted, FirstToken: true, TTFTSeconds: 0.2, LastTokenSeconds: 2, DurationSeconds: 2, OutputTokens: 100}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := os.WriteFile(path, b.Bytes(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		args   []string
+		code   int
+		stderr string
+	}{
+		{[]string{"--fail-on-regression"}, 0, "tandem report: gate passed: no class or the mix has B's TTFT p95 slower or its output rate lower\n"},
+		{[]string{"--fail-on-regression", "--require-evidence"}, 4, "tandem report: not enough evidence to judge: fresh TTFT p95 insufficient_data ("},
+	} {
+		var stdout, stderr bytes.Buffer
+		code := run(context.Background(), append([]string{"report", "--records", path}, tc.args...), &stdout, &stderr)
+		if code != tc.code || !strings.HasPrefix(stderr.String(), tc.stderr) || strings.Count(stderr.String(), "\n") != 1 {
+			t.Errorf("report %v: exit %d, stderr %q; want exit %d and one line starting %q", tc.args, code, stderr.String(), tc.code, tc.stderr)
 		}
 	}
 }

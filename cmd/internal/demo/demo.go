@@ -157,6 +157,7 @@ func Run(ctx context.Context, c Config, stdout, stderr io.Writer) error {
 	if err != nil && !errors.Is(err, context.Canceled) {
 		return err
 	}
+	interrupted := ctx.Err() != nil
 	waitForShadows(ctx, reg, 30*time.Second)
 	select {
 	case <-time.After(c.Linger):
@@ -173,6 +174,7 @@ func Run(ctx context.Context, c Config, stdout, stderr io.Writer) error {
 	}
 	rep, reportErr := report.FromRecords(recs, read, report.DefaultOptions())
 	summary := Summarize(rep)
+	summary.Interrupted = interrupted
 	fmt.Fprintln(stdout)
 	summary.WriteText(stdout)
 	if c.SummaryJSON != "" {

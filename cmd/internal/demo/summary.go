@@ -46,6 +46,10 @@ type Summary struct {
 	// SteadyOutputRate is each arm's output rate over all traffic in that
 	// window, by arm; an arm without one is left out.
 	SteadyOutputRate map[string]float64 `json:"steady_output_tokens_per_second"`
+	// Interrupted says that the load was ended early: requests in flight
+	// then may have finished on one arm and not the other, so the arms'
+	// request sets are unmatched.
+	Interrupted bool `json:"interrupted"`
 
 	order  []string
 	keepUp report.KeepUpResult
@@ -101,6 +105,9 @@ func armSummary(a report.Arm) ArmSummary {
 // dashboards are built to keep apart.
 func (s *Summary) WriteText(w io.Writer) {
 	fmt.Fprintln(w, "Summary (from tandem's per-request records of A and B):")
+	if s.Interrupted {
+		fmt.Fprintln(w, "Interrupted: the load ended early, so requests in flight then may have finished on one arm and not the other; the arms' request sets are unmatched, and the figures below are not like for like.")
+	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "class\tarm\tcompleted\tTTFT p50 ms\tTTFT p95 ms\tTTFT p99 ms\tsystem output tok/s\tper-request tok/s p50\t")
 	for _, class := range s.order {
@@ -114,9 +121,9 @@ func (s *Summary) WriteText(w io.Writer) {
 
 	if mixed, ok := s.Classes[Mixed]; ok {
 		fmt.Fprintln(w)
-		fmt.Fprintln(w, "Mixed-traffic TTFT p95, from the merged distribution of all requests:")
+		fmt.Fprintln(w, "Mixed-traffic TTFT p95 of each arm:")
 		for _, arm := range exporter.Arms {
-			fmt.Fprintf(w, "  %s: %s ms   (WRONG: the average of the class p95s would say %s ms)\n",
+			fmt.Fprintf(w, "  %s: %s ms, from the merged distribution of all requests (the right number); WRONG: %s ms, the average of the class p95s, is the p95 of no traffic\n",
 				arm, ms(mixed[arm].TTFTP95), ms(s.AverageOfClassP95[arm]))
 		}
 		fmt.Fprintln(w)

@@ -67,3 +67,29 @@ func TestRateSituation(t *testing.T) {
 		})
 	}
 }
+
+// The summary labels the class-average p95 as the wrong number, and an
+// interrupted run says its arms' request sets are unmatched.
+func TestSummaryText(t *testing.T) {
+	rep, err := report.FromRecords(mirrored(600, func(side, _ int) float64 { return [2]float64{8.3, 4.3}[side] }), record.ReadStats{}, report.DefaultOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := Summarize(rep)
+	var b strings.Builder
+	s.WriteText(&b)
+	for _, want := range []string{"from the merged distribution of all requests (the right number); WRONG: ", "ms, the average of the class p95s, is the p95 of no traffic"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("summary lacks %q:\n%s", want, b.String())
+		}
+	}
+	if strings.Contains(b.String(), "unmatched") {
+		t.Errorf("a complete run's summary says unmatched:\n%s", b.String())
+	}
+	s.Interrupted = true
+	b.Reset()
+	s.WriteText(&b)
+	if !strings.Contains(b.String(), "the arms' request sets are unmatched") {
+		t.Errorf("an interrupted run's summary does not say the request sets are unmatched:\n%s", b.String())
+	}
+}

@@ -8,15 +8,19 @@ import (
 	"strings"
 
 	"github.com/kestrelops/tandem/exporter"
+	"github.com/kestrelops/tandem/exporter/verdict"
 )
 
 // level is the confidence of every interval the report shows. A difference
-// of two quantiles takes each arm's interval at bonferroniLevel, so the
-// difference interval covers with at least level.
+// of two unpaired quantiles takes each arm's interval at bonferroniLevel,
+// so the difference interval covers with at least level.
 const (
-	level           = 0.95
+	level           = verdict.Level
 	bonferroniLevel = 1 - (1-level)/2
 )
+
+// ttftQuantiles are the TTFT quantiles the report compares.
+var ttftQuantiles = []float64{0.5, 0.95, 0.99}
 
 // armInput is what a source knows about one arm on one class.
 type armInput struct {
@@ -36,6 +40,12 @@ type classInput struct {
 	diffs distribution
 	// bFaster counts the pairs in which B's first token came first.
 	bFaster int
+	// ttftPairs and speedPairs are TTFT and per-request output speed of
+	// the pairs both arms completed; nil when the source has no pairs.
+	ttftPairs, speedPairs *pairedSamples
+	// seconds is the time the class's pairs arrived over, for the pair
+	// rate.
+	seconds float64
 	// keepUp judges keeping up on the steady-state window; nil when the
 	// source judges on its query window.
 	keepUp *KeepUpResult
@@ -94,10 +104,21 @@ func build(ev evidence, o Options) *Report {
 		r.Validity.ClassMixDistance = Float(d)
 	}
 	if len(mixReasons) > 0 {
-		r.Mixed.TTFTP95Verdict, r.Mixed.OutputRateVerdict, r.Mixed.PerRequestSpeedVerdict = InsufficientData, InsufficientData, InsufficientData
+		// No production to compare with leaves the mix unjudged; a mirrored
+		// mix known to differ from production's is not the mix to judge.
+		v := Invalid
+		if len(ev.notMixedReplay) == 0 && math.IsNaN(float64(r.Validity.ClassMixDistance)) {
+			v = InsufficientData
+		}
+		r.Mixed.TTFTP95Verdict, r.Mixed.OutputRateVerdict, r.Mixed.PerRequestSpeedVerdict = v, v, v
+		r.Mixed.PerRequestSpeed.Verdict = v
+		for i := range r.Mixed.TTFT {
+			r.Mixed.TTFT[i].Verdict, r.Mixed.TTFT[i].MorePairs, r.Mixed.TTFT[i].MoreSeconds = v, 0, 0
+		}
 		r.Mixed.OutputRateCase = ""
+		r.mixReasons = mixReasons
 		r.Mixed.Withheld = strings.Join(mixReasons, "; ")
-		r.Validity.Warnings = append(r.Validity.Warnings, "no claim for the mix: "+r.Mixed.Withheld)
+		r.Validity.Warnings = append(r.Validity.Warnings, "no claim for the mix: "+strings.Join(mixReasons, "; "))
 	}
 	if !math.IsNaN(ev.skippedShare) && ev.skippedShare > o.SkipTolerance {
 		r.Validity.Warnings = append(r.Validity.Warnings, fmt.Sprintf("%s of sampled requests were skipped because an arm was at its in-flight limit", percent(ev.skippedShare)))
@@ -109,9 +130,6 @@ func build(ev evidence, o Options) *Report {
 	}
 
 	r.decide(ev, o, mirrored)
-	r.Decision = strings.Join(r.decision, " ")
-	r.Because = strings.Join(r.because, " ")
-	r.WhatWouldChangeIt = strings.Join(r.change, " ")
 	return r
 }
 
@@ -129,8 +147,10 @@ func compare(in classInput, o Options) Class {
 		c.Arms[name] = arm(in.arms[i], in.keepUp, name)
 	}
 	a, b := in.arms[0], in.arms[1]
-	c.TTFTP95DifferenceSeconds = c.Arms[exporter.ConfigB].TTFTP95Seconds - c.Arms[exporter.ConfigA].TTFTP95Seconds
-	c.TTFTP95DifferenceCISeconds = difference(a.ttft, b.ttft, 0.95)
+	c.TTFT = comparisons(in.ttftPairs, a.ttft, b.ttft, ttftQuantiles)
+	c.PerRequestSpeed = comparisons(in.speedPairs, a.speed, b.speed, []float64{0.5})[0]
+	p95 := c.TTFT[1]
+	c.TTFTP95DifferenceSeconds, c.TTFTP95DifferenceCISeconds = p95.Difference, p95.DifferenceCI
 	c.OutputRateRatio = c.Arms[exporter.ConfigB].OutputTokensPerSecond / c.Arms[exporter.ConfigA].OutputTokensPerSecond
 	c.SteadyOutputRateRatio = Float(math.NaN())
 	rateCase := outputRateCase(float64(c.OutputRateRatio), o.RateTolerance)
@@ -145,41 +165,135 @@ func compare(in classInput, o Options) Class {
 	p := in.pairs
 	c.CompletedParity = p.total() > 0 && float64(p.AFailed+p.BFailed) <= o.ParityTolerance*float64(p.total())
 	c.TokenParity = float64(p.TokenMismatches) <= o.ParityTolerance*float64(p.BothCompleted)
+	pairRate := float64(p.BothCompleted) / in.seconds
+	c.pairRate = pairRate
+	setAll := func(v string) {
+		c.TTFTP95Verdict, c.PerRequestSpeed.Verdict, c.PerRequestSpeedVerdict = v, v, v
+		for i := range c.TTFT {
+			c.TTFT[i].Verdict = v
+		}
+	}
+	setAll(InsufficientData)
 	switch {
 	case p.BothCompleted < o.MinPairs:
 		c.Withheld = fmt.Sprintf("only %d pairs completed on both arms, fewer than the %d needed", p.BothCompleted, o.MinPairs)
 		return c
 	case !c.CompletedParity:
 		c.Withheld = fmt.Sprintf("the arms did not complete the same requests (A alone failed %d and B alone failed %d of %d pairs)", p.AFailed, p.BFailed, p.total())
+		setAll(Invalid)
+		c.OutputRateVerdict = Invalid
 		return c
 	}
-	c.TTFTP95Verdict = direction(c.TTFTP95DifferenceCISeconds, Faster, Slower)
-	if c.TTFTP95Verdict != InsufficientData && small(c.Arms[exporter.ConfigA].TTFTP95Seconds, c.Arms[exporter.ConfigB].TTFTP95Seconds, o.MinEffect) {
-		c.TTFTP95Verdict = NoDifference
+	for i := range c.TTFT {
+		judge(&c.TTFT[i], verdict.Latency, o.Margin, p.BothCompleted, pairRate)
 	}
+	c.TTFTP95Verdict = c.TTFT[1].Verdict
 	if !c.TokenParity {
 		c.Withheld = fmt.Sprintf("output token counts differ in %d of %d pairs, so output rate and per-request speed are not compared like for like", p.TokenMismatches, p.BothCompleted)
+		c.OutputRateVerdict, c.PerRequestSpeed.Verdict, c.PerRequestSpeedVerdict = Invalid, Invalid, Invalid
 		return c
 	}
 	c.OutputRateCase = rateCase
 	switch rateCase {
 	case OutputRateTie:
-		c.OutputRateVerdict = NoDifference
+		c.OutputRateVerdict = Equivalent
+	case OutputRateTooShort:
+		c.OutputRateVerdict = Inconclusive
 	case OutputRateAFellBehind:
 		c.OutputRateVerdict = Higher
 	case OutputRateBFellBehind:
 		c.OutputRateVerdict = Lower
 	}
-	c.PerRequestSpeedVerdict = direction(difference(a.speed, b.speed, 0.5), Lower, Higher)
-	if c.PerRequestSpeedVerdict != InsufficientData && small(c.Arms[exporter.ConfigA].PerRequestOutputTokensPerSecondP50, c.Arms[exporter.ConfigB].PerRequestOutputTokensPerSecondP50, o.MinEffect) {
-		c.PerRequestSpeedVerdict = NoDifference
-	}
+	judge(&c.PerRequestSpeed, verdict.Rate, o.Margin, p.BothCompleted, pairRate)
+	c.PerRequestSpeedVerdict = c.PerRequestSpeed.Verdict
 	return c
 }
 
-// small reports whether b differs from a by less than the relative effect.
-func small(a, b Float, effect float64) bool {
-	return math.Abs(float64(b-a)) < effect*math.Abs(float64(a))
+// comparisons compares B's quantiles qs with A's: by a bootstrap over pairs
+// when the source has pairs, otherwise by subtracting each arm's interval.
+func comparisons(pairs *pairedSamples, a, b distribution, qs []float64) []Comparison {
+	out := make([]Comparison, len(qs))
+	if pairs != nil && len(pairs.a) >= 2 {
+		for i, d := range pairs.bootstrap(qs, level) {
+			out[i] = Comparison{Quantile: Float(d.q), Difference: Float(d.diff), DifferenceCI: d.ci,
+				Ratio: Float(d.ratio), RatioCI: d.ratioCI, Method: MethodPaired}
+		}
+	} else {
+		for i, q := range qs {
+			out[i] = Comparison{Quantile: Float(q), Method: MethodUnpaired,
+				Difference: Float(math.NaN()), Ratio: Float(math.NaN()),
+				DifferenceCI: difference(a, b, q), RatioCI: ratioInterval(a, b, q)}
+			if a != nil && b != nil {
+				qa, qb := a.quantile(q), b.quantile(q)
+				out[i].Difference, out[i].Ratio = Float(qb-qa), Float(qb/qa)
+			}
+		}
+	}
+	for i, q := range qs {
+		out[i].A, out[i].B = quantileOf(a, q), quantileOf(b, q)
+		out[i].Verdict = InsufficientData
+		out[i].MinimumDetectable = Float(minimumDetectable(out[i].DifferenceCI))
+	}
+	return out
+}
+
+func quantileOf(d distribution, q float64) Float {
+	if d == nil {
+		return Float(math.NaN())
+	}
+	return Float(d.quantile(q))
+}
+
+// judge reads c's verdict with the equivalence margin (a fraction of A's
+// value) and, when it is inconclusive, how many more pairs would likely
+// settle it and how long they take at pairRate pairs/s.
+func judge(c *Comparison, read func(lo, hi, margin float64) string, margin float64, pairs int, pairRate float64) {
+	c.Margin = Float(margin * math.Abs(float64(c.A)))
+	c.Verdict = read(c.DifferenceCI[0], c.DifferenceCI[1], float64(c.Margin))
+	if c.Verdict != Inconclusive {
+		return
+	}
+	if n := morePairs(float64(c.Difference), c.DifferenceCI, float64(c.Margin), pairs); n > 0 {
+		c.MorePairs = n
+		if pairRate > 0 && !math.IsInf(pairRate, 0) {
+			c.MoreSeconds = Float(float64(n) / pairRate)
+		}
+	}
+}
+
+// powerFactor turns the half-width of a 95% interval into the difference a
+// run finds with 80% power: (z(0.975) + z(0.8)) / z(0.975).
+var powerFactor = (normalQuantile(0.975) + normalQuantile(0.8)) / normalQuantile(0.975)
+
+// minimumDetectable is the smallest difference, either way, that a run
+// whose 95% interval is ci finds with 80% power.
+func minimumDetectable(ci Interval) float64 {
+	if !ci.bounded() {
+		return math.NaN()
+	}
+	return powerFactor * (ci[1] - ci[0]) / 2
+}
+
+// morePairs is how many pairs beyond n an inconclusive comparison likely
+// needs, the interval narrowing as 1/√pairs around the same estimate d:
+// until it leaves out zero (a direction) or fits inside ±margin
+// (equivalence), whichever comes first. Zero when neither can come.
+func morePairs(d float64, ci Interval, margin float64, n int) int {
+	half := (ci[1] - ci[0]) / 2
+	if !(half > 0) || n <= 0 {
+		return 0
+	}
+	need := math.Inf(1)
+	if d != 0 {
+		need = float64(n) * (half / math.Abs(d)) * (half / math.Abs(d))
+	}
+	if room := margin - math.Abs(d); room > 0 {
+		need = min(need, float64(n)*(half/room)*(half/room))
+	}
+	if math.IsInf(need, 0) || need > 1e12 {
+		return 0
+	}
+	return max(int(math.Ceil(need))-n, 1)
 }
 
 // outputRateCase reads the case of two output rates that share their
@@ -260,25 +374,26 @@ func difference(a, b distribution, q float64) Interval {
 	return Interval{cb[0] - ca[1], cb[1] - ca[0]}
 }
 
-// direction reads the verdict of an interval of B - A.
-func direction(ci Interval, below, above string) string {
-	switch {
-	case !ci.bounded():
-		return InsufficientData
-	case ci[1] < 0:
-		return below
-	case ci[0] > 0:
-		return above
-	default:
-		return NoDifference
+// ratioInterval is a conservative interval of quantile(b) / quantile(a)
+// for positive quantities, from each arm's interval at the Bonferroni level.
+func ratioInterval(a, b distribution, q float64) Interval {
+	if a == nil || b == nil {
+		return Interval{math.NaN(), math.NaN()}
 	}
+	ca, cb := a.quantileCI(q, bonferroniLevel), b.quantileCI(q, bonferroniLevel)
+	hi := math.Inf(1)
+	if ca[0] > 0 {
+		hi = cb[1] / ca[0]
+	}
+	return Interval{cb[0] / ca[1], hi}
 }
 
 func paired(in classInput) Paired {
 	p := Paired{
-		BFasterShare:            Float(math.NaN()),
-		BFasterShareCI:          Interval{math.NaN(), math.NaN()},
-		MedianDifferenceSeconds: Float(math.NaN()),
+		BFasterShare:              Float(math.NaN()),
+		BFasterShareCI:            Interval{math.NaN(), math.NaN()},
+		MedianDifferenceSeconds:   Float(math.NaN()),
+		MedianDifferenceCISeconds: Interval{math.NaN(), math.NaN()},
 	}
 	if in.diffs == nil || in.diffs.count() == 0 {
 		return p
@@ -287,6 +402,7 @@ func paired(in classInput) Paired {
 	p.BFasterShare = Float(float64(in.bFaster) / float64(p.Pairs))
 	p.BFasterShareCI = wilson(in.bFaster, p.Pairs, level)
 	p.MedianDifferenceSeconds = Float(in.diffs.quantile(0.5))
+	p.MedianDifferenceCISeconds = in.diffs.quantileCI(0.5, level)
 	return p
 }
 

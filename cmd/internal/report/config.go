@@ -25,6 +25,9 @@ const (
 	ExitError      = 1
 	ExitUsage      = 2
 	ExitRegression = 3
+	// ExitNoEvidence is returned with --require-evidence when a verdict
+	// the gate reads is inconclusive, insufficient_data or invalid.
+	ExitNoEvidence = 4
 )
 
 // Config is the configuration of the report subcommand. Exactly one source
@@ -44,9 +47,14 @@ type Config struct {
 	// MinPairs is the number of pairs both arms completed that a class
 	// needs before any claim is made about it.
 	MinPairs int
+	// Margin is the equivalence margin, a fraction of A's value.
+	Margin float64
 	// FailOnRegression makes Run return ExitRegression when B is
 	// significantly worse than A.
 	FailOnRegression bool
+	// RequireEvidence makes Run return ExitNoEvidence when a verdict the
+	// gate reads is not conclusive.
+	RequireEvidence bool
 }
 
 // RegisterFlags binds c's fields to flags of fs, with their defaults.
@@ -64,7 +72,9 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	})
 	fs.StringVar(&c.Format, "format", "text", "output format: "+strings.Join(Formats, ", "))
 	fs.IntVar(&c.MinPairs, "min-pairs", DefaultOptions().MinPairs, "pairs completed on both arms that a class needs before any claim about it")
-	fs.BoolVar(&c.FailOnRegression, "fail-on-regression", false, fmt.Sprintf("exit with code %d when B's TTFT p95 is significantly worse or its output rate significantly lower in any class with enough data", ExitRegression))
+	fs.Float64Var(&c.Margin, "margin", DefaultOptions().Margin, "equivalence margin, a fraction of A's value: equivalent when the whole 95% interval of B - A lies within it")
+	fs.BoolVar(&c.FailOnRegression, "fail-on-regression", false, fmt.Sprintf("exit with code %d when B's TTFT p95 is slower or its output rate lower in any class or the mix", ExitRegression))
+	fs.BoolVar(&c.RequireEvidence, "require-evidence", false, fmt.Sprintf("exit with code %d when a TTFT p95 or output rate verdict of any class or the mix is inconclusive, insufficient_data or invalid", ExitNoEvidence))
 }
 
 // Validate reports the first invalid setting, naming its flag.
@@ -95,6 +105,9 @@ func (c Config) Validate() error {
 	if !slices.Contains(Formats, c.Format) {
 		return fmt.Errorf("--format: %q is not one of %s", c.Format, strings.Join(Formats, ", "))
 	}
+	if !(c.Margin >= 0 && c.Margin < 1) {
+		return fmt.Errorf("--margin: must be at least 0 and below 1, got %g", c.Margin)
+	}
 	if c.MinPairs < 1 {
 		return fmt.Errorf("--min-pairs: must be at least 1, got %d", c.MinPairs)
 	}
@@ -115,24 +128,31 @@ func parseTime(s string) (time.Time, error) {
 	return time.Unix(0, int64(f*float64(time.Second))).UTC(), nil
 }
 
-// ErrRegressed is returned with ExitRegression.
-var ErrRegressed = errors.New("B regressed against A: a significantly slower TTFT p95 or lower output rate")
+// ErrRegressed is wrapped by the error returned with ExitRegression.
+var ErrRegressed = errors.New("B regressed against A")
+
+// ErrNoEvidence is wrapped by the error returned with ExitNoEvidence.
+var ErrNoEvidence = errors.New("not enough evidence to judge")
 
 // Run builds the report from c's source and writes it to stdout in c's
 // format. The exit code is ExitRegression when c.FailOnRegression is set and
-// B regressed (with ErrRegressed), ExitUsage for an invalid c, ExitError
-// with the error when the report could not be made, ExitOK otherwise.
-func Run(ctx context.Context, c Config, stdout io.Writer) (exitCode int, err error) {
+// B regressed (with an error wrapping ErrRegressed that names each class and
+// why), else ExitNoEvidence when c.RequireEvidence is set and a verdict the
+// gate reads is not conclusive (with an error wrapping ErrNoEvidence),
+// ExitUsage for an invalid c, ExitError with the error when the report could
+// not be made, ExitOK otherwise; gate is then one line saying why the gate
+// passed, empty when no gate was asked for.
+func Run(ctx context.Context, c Config, stdout io.Writer) (exitCode int, gate string, err error) {
 	if err := c.Validate(); err != nil {
-		return ExitUsage, err
+		return ExitUsage, "", err
 	}
 	o := DefaultOptions()
-	o.MinPairs = c.MinPairs
+	o.MinPairs, o.Margin = c.MinPairs, c.Margin
 	var r *Report
 	if c.Prometheus != "" {
 		client, err := api.NewClient(api.Config{Address: c.Prometheus})
 		if err != nil {
-			return ExitError, err
+			return ExitError, "", err
 		}
 		end := time.Now()
 		if c.End != "" {
@@ -140,22 +160,35 @@ func Run(ctx context.Context, c Config, stdout io.Writer) (exitCode int, err err
 		}
 		r, err = FromPrometheus(ctx, v1.NewAPI(client), c.Window, end, o)
 		if err != nil {
-			return ExitError, err
+			return ExitError, "", err
 		}
 	} else {
 		recs, read, err := record.ReadFiles(c.Records...)
 		if err != nil {
-			return ExitError, err
+			return ExitError, "", err
 		}
 		if r, err = FromRecords(recs, read, o); err != nil {
-			return ExitError, err
+			return ExitError, "", err
 		}
 	}
 	if err := r.Write(stdout, c.Format); err != nil {
-		return ExitError, err
+		return ExitError, "", err
 	}
-	if c.FailOnRegression && r.Regressed() {
-		return ExitRegression, ErrRegressed
+	if c.FailOnRegression {
+		if why := r.Regressions(); len(why) > 0 {
+			return ExitRegression, "", fmt.Errorf("%w: %s", ErrRegressed, strings.Join(why, "; "))
+		}
 	}
-	return ExitOK, nil
+	if c.RequireEvidence {
+		if why := r.Unsettled(); len(why) > 0 {
+			return ExitNoEvidence, "", fmt.Errorf("%w: %s", ErrNoEvidence, strings.Join(why, "; "))
+		}
+	}
+	switch {
+	case c.RequireEvidence:
+		return ExitOK, "gate passed: every class and the mix has a conclusive TTFT p95 and output rate verdict, none slower or lower", nil
+	case c.FailOnRegression:
+		return ExitOK, "gate passed: no class or the mix has B's TTFT p95 slower or its output rate lower", nil
+	}
+	return ExitOK, "", nil
 }

@@ -59,6 +59,7 @@ func TestValidate(t *testing.T) {
 		{func(c *Config) { c.Prometheus, c.Records, c.End = "", []string{"r.jsonl"}, "1700000000" }, "--end: applies to --prometheus only"},
 		{func(c *Config) { c.Format = "xml" }, `--format: "xml" is not one of text, markdown, json`},
 		{func(c *Config) { c.MinPairs = 0 }, "--min-pairs: must be at least 1, got 0"},
+		{func(c *Config) { c.Margin = 1 }, "--margin: must be at least 0 and below 1, got 1"},
 	} {
 		c := valid
 		tc.edit(&c)
@@ -94,17 +95,28 @@ func TestRun(t *testing.T) {
 		wantCode int
 		wantErr  string
 		wantOut  string
+		wantGate string
 	}{
-		{"records text", []string{"--records", path}, ExitOK, "", "fresh: B raised the system output rate"},
-		{"records json gated", []string{"--records", path, "--format", "json", "--fail-on-regression"}, ExitRegression, ErrRegressed.Error(), `"ttft_p95_verdict": "slower"`},
-		{"records markdown, no class has enough pairs", []string{"--records", path, "--format", "markdown", "--min-pairs", "1000", "--fail-on-regression"}, ExitOK, "", "## Decision"},
-		{"prometheus gated", []string{"--prometheus", promURL, "--end", end, "--fail-on-regression"}, ExitRegression, ErrRegressed.Error(), "tandem report from prometheus"},
-		{"invalid", []string{"--format", "xml", "--records", path}, ExitUsage, `--format: "xml" is not one of text, markdown, json`, ""},
-		{"missing file", []string{"--records", filepath.Join(t.TempDir(), "none.jsonl")}, ExitError, "no such file", ""},
+		{"records text", []string{"--records", path}, ExitOK, "", "fresh: B raised the system output rate", ""},
+		{"records json gated", []string{"--records", path, "--format", "json", "--fail-on-regression"}, ExitRegression,
+			"B regressed against A: fresh TTFT p95 slower (B 320 ms vs A 240 ms, +33.3% [", `"ttft_p95_verdict": "slower"`, ""},
+		{"records markdown, no class has enough pairs", []string{"--records", path, "--format", "markdown", "--min-pairs", "1000", "--fail-on-regression"}, ExitOK, "", "## Decision",
+			"gate passed: no class or the mix has B's TTFT p95 slower or its output rate lower"},
+		{"no class has enough pairs, evidence required", []string{"--records", path, "--min-pairs", "1000", "--fail-on-regression", "--require-evidence"}, ExitNoEvidence,
+			"not enough evidence to judge: fresh TTFT p95 insufficient_data (B 320 ms vs A 240 ms, +33.3% [+32.9%, +33.9%], 400 pairs); fresh output rate insufficient_data", "", ""},
+		{"mix unjudged, evidence required", []string{"--records", path, "--require-evidence"}, ExitNoEvidence,
+			"not enough evidence to judge: mixed TTFT p95 invalid", "", ""},
+		{"prometheus gated", []string{"--prometheus", promURL, "--end", end, "--fail-on-regression"}, ExitRegression, ErrRegressed.Error(), "tandem report from prometheus", ""},
+		{"margin", []string{"--records", path, "--margin", "0.5", "--format", "json"}, ExitOK, "", `"ttft_p95_verdict": "equivalent"`, ""},
+		{"invalid", []string{"--format", "xml", "--records", path}, ExitUsage, `--format: "xml" is not one of text, markdown, json`, "", ""},
+		{"missing file", []string{"--records", filepath.Join(t.TempDir(), "none.jsonl")}, ExitError, "no such file", "", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var out bytes.Buffer
-			code, err := Run(context.Background(), parseFlags(t, tc.args...), &out)
+			code, gate, err := Run(context.Background(), parseFlags(t, tc.args...), &out)
+			if gate != tc.wantGate {
+				t.Errorf("gate = %q, want %q", gate, tc.wantGate)
+			}
 			if code != tc.wantCode {
 				t.Errorf("exit code = %d, want %d (err %v)", code, tc.wantCode, err)
 			}
@@ -113,6 +125,12 @@ func TestRun(t *testing.T) {
 			}
 			if tc.wantCode == ExitRegression && !errors.Is(err, ErrRegressed) {
 				t.Errorf("err = %v, want ErrRegressed", err)
+			}
+			if tc.wantCode == ExitNoEvidence && !errors.Is(err, ErrNoEvidence) {
+				t.Errorf("err = %v, want ErrNoEvidence", err)
+			}
+			if err != nil && strings.Contains(err.Error(), "\n") {
+				t.Errorf("err %q is more than one line", err)
 			}
 			if !strings.Contains(out.String(), tc.wantOut) {
 				t.Errorf("output does not contain %q:\n%s", tc.wantOut, out.String())
@@ -137,7 +155,7 @@ func TestRunSkipsCorruptLines(t *testing.T) {
 	want := "2 corrupt or overlong record lines skipped (first at " + path + ":2)"
 	for _, format := range []string{"text", "markdown", "json"} {
 		var out bytes.Buffer
-		code, err := Run(context.Background(), parseFlags(t, "--records", path, "--format", format), &out)
+		code, _, err := Run(context.Background(), parseFlags(t, "--records", path, "--format", format), &out)
 		if code != ExitOK || err != nil {
 			t.Fatalf("%s: exit code %d, %v", format, code, err)
 		}
@@ -160,7 +178,7 @@ func TestRunWithOnlyCorruptLines(t *testing.T) {
 	if err := os.WriteFile(path, []byte(`{"time":`), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	code, err := Run(context.Background(), parseFlags(t, "--records", path), io.Discard)
+	code, _, err := Run(context.Background(), parseFlags(t, "--records", path), io.Discard)
 	if want := "no records; 1 corrupt or overlong record line skipped (first at " + path + ":1)"; code != ExitError || err == nil || err.Error() != want {
 		t.Fatalf("exit code %d, %v; want %q", code, err, want)
 	}

@@ -10,61 +10,151 @@ import (
 	"time"
 
 	"github.com/kestrelops/tandem/exporter"
+	"github.com/kestrelops/tandem/exporter/verdict"
 )
 
-// decide writes the answer in short: a decision per class and for the mix,
-// the checks it rests on, and the data that would change it.
+// decide writes the answer in short: a line per class and for the mix, a
+// decision per class and for the mix, the checks it rests on, and the data
+// that would change it.
 func (r *Report) decide(ev evidence, o Options, mirrored map[string]float64) {
-	r.because = append(r.because, "Each mirrored request went to A and B at the same moment, so within a class both arms saw the same requests at the same arrival times.")
+	width := 0
+	for _, c := range r.allClasses() {
+		width = max(width, len(c.Class))
+	}
+	for _, c := range r.allClasses() {
+		r.Answer = append(r.Answer, answerLine(c, width, o, c.Class == MixedClass && len(r.mixReasons) > 0))
+	}
+	r.Because = append(r.Because, "Each mirrored request went to A and B at the same moment, so within a class both arms saw the same requests at the same arrival times.")
 	rateTie := false
 	for _, c := range r.Classes {
-		r.decision = append(r.decision, classSentence(c.Class, c, o))
-		r.because = append(r.because, checks(c, o))
+		r.Decision = append(r.Decision, classSentence(c.Class, c, o))
+		r.Because = append(r.Because, checks(c, o))
 		switch {
 		case c.Withheld != "" && c.Pairs.BothCompleted < o.MinPairs:
-			r.change = append(r.change, fmt.Sprintf("%d more pairs of class %s.", o.MinPairs-c.Pairs.BothCompleted, c.Class))
+			r.WhatWouldChangeIt = append(r.WhatWouldChangeIt, fmt.Sprintf("%d more pairs of class %s%s.", o.MinPairs-c.Pairs.BothCompleted, c.Class, atTodaysRate(o.MinPairs-c.Pairs.BothCompleted, c)))
 		case !c.CompletedParity:
-			r.change = append(r.change, fmt.Sprintf("A run of class %s in which both arms complete the same requests.", c.Class))
+			r.WhatWouldChangeIt = append(r.WhatWouldChangeIt, fmt.Sprintf("A run of class %s in which both arms complete the same requests.", c.Class))
 		case !c.TokenParity:
-			r.change = append(r.change, fmt.Sprintf("Equal output token counts per pair in class %s (the same output limit and stop conditions on both arms).", c.Class))
+			r.WhatWouldChangeIt = append(r.WhatWouldChangeIt, fmt.Sprintf("Equal output token counts per pair in class %s (the same output limit and stop conditions on both arms).", c.Class))
 		}
-		if ci := c.TTFTP95DifferenceCISeconds; c.TTFTP95Verdict == NoDifference && ci.includesZero() {
-			r.change = append(r.change, fmt.Sprintf("More pairs of class %s, to narrow the TTFT p95 difference interval (now %s to %s).", c.Class, signedSeconds(ci[0]), signedSeconds(ci[1])))
+		if s := moreEvidence(c, "TTFT p95", c.TTFT[1], seconds); s != "" {
+			r.WhatWouldChangeIt = append(r.WhatWouldChangeIt, s)
 		}
-		rateTie = rateTie || c.OutputRateVerdict == NoDifference
+		if s := moreEvidence(c, "per-request output speed p50", c.PerRequestSpeed, tokensPerSecond); s != "" {
+			r.WhatWouldChangeIt = append(r.WhatWouldChangeIt, s)
+		}
+		rateTie = rateTie || c.OutputRateVerdict == Equivalent
 	}
 	if rateTie {
-		r.change = append(r.change, "A load at which one arm falls behind the arrivals, to support a capacity claim.")
+		r.WhatWouldChangeIt = append(r.WhatWouldChangeIt, "A load at which one arm falls behind the arrivals, to support a capacity claim.")
 	}
 	for _, c := range r.Classes {
 		if c.OutputRateCase == OutputRateTooShort {
-			r.change = append(r.change, fmt.Sprintf("A longer run of class %s, whose steady-state window lasts at least %d warm-ups and holds %d completed requests per arm, to judge whether both arms kept up.", c.Class, minSteadyWarmUps, minSteadyRequests))
+			r.WhatWouldChangeIt = append(r.WhatWouldChangeIt, fmt.Sprintf("A longer run of class %s, whose steady-state window lasts at least %d warm-ups and holds %d completed requests per arm, to judge whether both arms kept up.", c.Class, minSteadyWarmUps, minSteadyRequests))
 		}
 	}
 
-	r.decision = append(r.decision, r.mixedSentence(mirrored, o))
-	if r.Mixed.Withheld == "" {
-		r.because = append(r.because, fmt.Sprintf("The mirrored class mix is within %s of production's (total variation distance %s).", percent(o.MixTolerance), percent(float64(r.Validity.ClassMixDistance))))
+	r.Decision = append(r.Decision, r.mixedSentence(mirrored, o))
+	if len(r.mixReasons) == 0 {
+		r.Because = append(r.Because, fmt.Sprintf("The mirrored class mix is within %s of production's (total variation distance %s).", percent(o.MixTolerance), percent(float64(r.Validity.ClassMixDistance))))
+		if s := moreEvidence(r.Mixed, "TTFT p95", r.Mixed.TTFT[1], seconds); s != "" {
+			r.WhatWouldChangeIt = append(r.WhatWouldChangeIt, s)
+		}
 	} else {
-		r.because = append(r.because, "No claim is made for the mix: "+r.Mixed.Withheld+".")
+		r.Because = append(r.Because, "No claim is made for the mix: "+strings.Join(r.mixReasons, "; ")+".")
 		if len(ev.notMixedReplay) > 0 || !math.IsNaN(float64(r.Validity.ClassMixDistance)) {
-			r.change = append(r.change, "A representative mixed replay: both arms on one trace with the classes interleaved in production's proportions, with individual timings.")
+			r.WhatWouldChangeIt = append(r.WhatWouldChangeIt, "A representative mixed replay: both arms on one trace with the classes interleaved in production's proportions, with individual timings.")
 		} else {
-			r.change = append(r.change, "Production traffic measured alongside the mirrored traffic, to check that the mirrored class mix is production's.")
+			r.WhatWouldChangeIt = append(r.WhatWouldChangeIt, "Production traffic measured alongside the mirrored traffic, to check that the mirrored class mix is production's.")
 		}
 	}
 	if s := float64(r.Validity.SkippedShare); math.IsNaN(s) {
-		r.because = append(r.because, "Overload skips are not in per-request records; the Prometheus source reports their share.")
+		r.Because = append(r.Because, "Overload skips are not in per-request records; the Prometheus source reports their share.")
 	} else {
-		r.because = append(r.because, fmt.Sprintf("%s of sampled requests were skipped because an arm was at its in-flight limit.", percent(s)))
+		r.Because = append(r.Because, fmt.Sprintf("%s of sampled requests were skipped because an arm was at its in-flight limit.", percent(s)))
 		if s > o.SkipTolerance {
-			r.change = append(r.change, "Fewer overload skips (a higher in-flight limit or a lower sample rate), so the arms see the sampled load.")
+			r.WhatWouldChangeIt = append(r.WhatWouldChangeIt, "Fewer overload skips (a higher in-flight limit or a lower sample rate), so the arms see the sampled load.")
 		}
 	}
-	r.because = append(r.because, "Quantiles of the mix come from the merged distribution of all its requests; p95s are never averaged.")
-	if len(r.change) == 0 {
-		r.change = append(r.change, "Nothing for these classes and this mix; a claim about another traffic mix needs a replay of that mix.")
+	r.Because = append(r.Because, "Quantiles of the mix come from the merged distribution of all its requests; p95s are never averaged.")
+	if len(r.WhatWouldChangeIt) == 0 {
+		r.WhatWouldChangeIt = append(r.WhatWouldChangeIt, "Nothing for these classes and this mix; a claim about another traffic mix needs a replay of that mix.")
 	}
+}
+
+// answerLine is the TTFT p95 verdict of one class in one line, naming
+// which figure is A's and which is B's.
+func answerLine(c Class, width int, o Options, notTheMix bool) string {
+	p95 := c.TTFT[1]
+	a, b := seconds(float64(p95.A)), seconds(float64(p95.B))
+	rel := relative(p95)
+	var s string
+	switch p95.Verdict {
+	case Slower, Faster:
+		s = fmt.Sprintf("B %s: %s vs A %s, %s", p95.Verdict, b, a, rel)
+	case Equivalent:
+		s = fmt.Sprintf("B equivalent (within ±%s of A): %s vs A %s, %s", percent(o.Margin), b, a, rel)
+	case Inconclusive:
+		s = fmt.Sprintf("inconclusive: B %s vs A %s, %s; smallest detectable change ±%s", b, a, rel, seconds(float64(p95.MinimumDetectable)))
+	case InsufficientData:
+		why := fmt.Sprintf("%d pairs, %d needed", c.Pairs.BothCompleted, o.MinPairs)
+		if notTheMix {
+			why = "no production traffic to check the mix against"
+		}
+		s = fmt.Sprintf("insufficient data: B %s vs A %s, %s", b, a, why)
+	case Invalid:
+		why := "the arms completed different requests"
+		if notTheMix {
+			why = "not a representative mixed replay"
+		}
+		s = fmt.Sprintf("invalid: B %s vs A %s, %s", b, a, why)
+	}
+	return fmt.Sprintf("%-*s  TTFT p95  %s", width, c.Class, s)
+}
+
+// relative is B's value over A's as a signed change with its interval.
+func relative(c Comparison) string {
+	r, ci := float64(c.Ratio), c.RatioCI
+	if math.IsNaN(r) {
+		return "n/a"
+	}
+	if !ci.bounded() {
+		return signedPercent(r - 1)
+	}
+	return fmt.Sprintf("%s [%s, %s]", signedPercent(r-1), signedPercent(ci[0]-1), signedPercent(ci[1]-1))
+}
+
+func tokensPerSecond(x float64) string { return rate(Float(x)) + " tokens/s" }
+
+// moreEvidence says, for an inconclusive comparison, what this run could
+// detect and how many more pairs would likely settle it.
+func moreEvidence(c Class, measure string, cmp Comparison, unit func(float64) string) string {
+	if cmp.Verdict != Inconclusive {
+		return ""
+	}
+	ci := cmp.DifferenceCI
+	s := fmt.Sprintf("Class %s, %s (inconclusive: B - A %s, 95%% CI %s to %s, margin ±%s): this run could detect a change of ±%s (%s of A's %s) or more",
+		c.Class, measure, signed(unit, float64(cmp.Difference)), signed(unit, ci[0]), signed(unit, ci[1]), unit(float64(cmp.Margin)),
+		unit(float64(cmp.MinimumDetectable)), percent(float64(cmp.MinimumDetectable)/float64(cmp.A)), unit(float64(cmp.A)))
+	if cmp.MorePairs == 0 {
+		return s + "; more pairs alone would likely not settle it."
+	}
+	return s + fmt.Sprintf("; about %d more pairs%s would likely settle it.", cmp.MorePairs, atTodaysRate(cmp.MorePairs, c))
+}
+
+func signed(unit func(float64) string, x float64) string {
+	if x > 0 {
+		return "+" + unit(x)
+	}
+	return unit(x)
+}
+
+// atTodaysRate says how long n more pairs of c take at its pair rate.
+func atTodaysRate(n int, c Class) string {
+	if !(c.pairRate > 0) || math.IsInf(c.pairRate, 0) {
+		return ""
+	}
+	return fmt.Sprintf(" (at today's %s pairs/s, about %s)", significant(c.pairRate, 3), time.Duration(float64(n)/c.pairRate*float64(time.Second)).Round(time.Second))
 }
 
 func displayName(class string) string {
@@ -76,29 +166,31 @@ func displayName(class string) string {
 
 // classSentence states the verdicts of one class, or why there are none.
 func classSentence(name string, c Class, o Options) string {
-	a, b := c.Arms[exporter.ConfigA], c.Arms[exporter.ConfigB]
 	var parts []string
 	if p := rateClause(c, o.RateTolerance); p != "" {
 		parts = append(parts, p)
 	}
-	d, ci := float64(c.TTFTP95DifferenceSeconds), c.TTFTP95DifferenceCISeconds
-	switch c.TTFTP95Verdict {
+	p95 := c.TTFT[1]
+	figures := fmt.Sprintf("B %s vs A %s; %s", seconds(float64(p95.B)), seconds(float64(p95.A)), intervalText(p95, seconds))
+	switch p95.Verdict {
 	case Slower:
-		parts = append(parts, fmt.Sprintf("TTFT p95 is %s worse (%s vs %s; 95%% CI of B - A %s to %s)", seconds(d), seconds(float64(b.TTFTP95Seconds)), seconds(float64(a.TTFTP95Seconds)), signedSeconds(ci[0]), signedSeconds(ci[1])))
+		parts = append(parts, fmt.Sprintf("B's TTFT p95 is slower by %s (%s)", seconds(float64(p95.Difference)), figures))
 	case Faster:
-		parts = append(parts, fmt.Sprintf("TTFT p95 is %s better (%s vs %s; 95%% CI of B - A %s to %s)", seconds(-d), seconds(float64(b.TTFTP95Seconds)), seconds(float64(a.TTFTP95Seconds)), signedSeconds(ci[0]), signedSeconds(ci[1])))
-	case NoDifference:
-		if !ci.includesZero() {
-			parts = append(parts, fmt.Sprintf("TTFT p95 differs by less than the %s minimum effect (%s vs %s; 95%% CI of B - A %s to %s)", percent(o.MinEffect), seconds(float64(b.TTFTP95Seconds)), seconds(float64(a.TTFTP95Seconds)), signedSeconds(ci[0]), signedSeconds(ci[1])))
-			break
-		}
-		parts = append(parts, fmt.Sprintf("TTFT p95 shows no difference (%s vs %s; the 95%% CI of B - A, %s to %s, includes zero)", seconds(float64(b.TTFTP95Seconds)), seconds(float64(a.TTFTP95Seconds)), signedSeconds(ci[0]), signedSeconds(ci[1])))
+		parts = append(parts, fmt.Sprintf("B's TTFT p95 is faster by %s (%s)", seconds(-float64(p95.Difference)), figures))
+	case Equivalent:
+		parts = append(parts, fmt.Sprintf("TTFT p95 is equivalent (%s, inside the ±%s margin, %s of A's)", figures, seconds(float64(p95.Margin)), percent(o.Margin)))
+	case Inconclusive:
+		parts = append(parts, fmt.Sprintf("TTFT p95 is inconclusive (%s, which leaves the ±%s margin, %s of A's, and holds zero; the smallest change this run could detect is ±%s)", figures, seconds(float64(p95.Margin)), percent(o.Margin), seconds(float64(p95.MinimumDetectable))))
 	}
-	switch c.PerRequestSpeedVerdict {
+	sp := c.PerRequestSpeed
+	speedFigures := fmt.Sprintf("B %s vs A %s tokens/s", rate(sp.B), rate(sp.A))
+	switch sp.Verdict {
 	case Higher, Lower:
-		parts = append(parts, fmt.Sprintf("per-request output speed p50 is %s (%s vs %s tokens/s)", c.PerRequestSpeedVerdict, rate(b.PerRequestOutputTokensPerSecondP50), rate(a.PerRequestOutputTokensPerSecondP50)))
-	case NoDifference:
-		parts = append(parts, fmt.Sprintf("per-request output speed p50 shows no difference (%s vs %s tokens/s)", rate(b.PerRequestOutputTokensPerSecondP50), rate(a.PerRequestOutputTokensPerSecondP50)))
+		parts = append(parts, fmt.Sprintf("B's per-request output speed p50 is %s (%s)", sp.Verdict, speedFigures))
+	case Equivalent:
+		parts = append(parts, fmt.Sprintf("per-request output speed p50 is equivalent (%s, inside the ±%s margin)", speedFigures, percent(o.Margin)))
+	case Inconclusive:
+		parts = append(parts, fmt.Sprintf("per-request output speed p50 is inconclusive (%s)", speedFigures))
 	}
 	s := displayName(name) + ": "
 	switch {
@@ -138,6 +230,15 @@ func rateClause(c Class, tolerance float64) string {
 	return ""
 }
 
+// intervalText states the 95% interval of B - A of c and how it was made.
+func intervalText(c Comparison, unit func(float64) string) string {
+	how := "95% paired CI of B - A"
+	if c.Method == MethodUnpaired {
+		how = "95% CI of B - A from unpaired histograms"
+	}
+	return fmt.Sprintf("%s %s to %s", how, signed(unit, c.DifferenceCI[0]), signed(unit, c.DifferenceCI[1]))
+}
+
 // crossClass names, for each measure, the verdict every class with data
 // shares, or how the classes disagree.
 var crossClass = []struct {
@@ -146,11 +247,11 @@ var crossClass = []struct {
 	agree   map[string]string
 }{
 	{"system output rate", func(c Class) string { return c.OutputRateVerdict },
-		map[string]string{Higher: "B raised the system output rate", Lower: "B lowered the system output rate", NoDifference: "system output rates tied"}},
+		map[string]string{Higher: "B raised the system output rate", Lower: "B lowered the system output rate", Equivalent: "system output rates tied"}},
 	{"TTFT p95", func(c Class) string { return c.TTFTP95Verdict },
-		map[string]string{Faster: "B's TTFT p95 improved", Slower: "B's TTFT p95 got worse", NoDifference: "TTFT p95 showed no difference"}},
+		map[string]string{Faster: "B's TTFT p95 was faster", Slower: "B's TTFT p95 was slower", Equivalent: "TTFT p95 was equivalent"}},
 	{"per-request output speed p50", func(c Class) string { return c.PerRequestSpeedVerdict },
-		map[string]string{Higher: "B's per-request output speed was higher", Lower: "B's per-request output speed was lower", NoDifference: "per-request output speed showed no difference"}},
+		map[string]string{Higher: "B's per-request output speed was higher", Lower: "B's per-request output speed was lower", Equivalent: "per-request output speed was equivalent"}},
 }
 
 // mixedSentence states the claim for all traffic: from the merged
@@ -162,21 +263,25 @@ func (r *Report) mixedSentence(mirrored map[string]float64, o Options) string {
 		var with []string
 		verdicts := map[string]bool{}
 		for _, c := range r.Classes {
-			if v := m.verdict(c); v != InsufficientData {
+			if v := m.verdict(c); verdict.Conclusive(v) {
 				with = append(with, v+" on "+c.Class)
 				verdicts[v] = true
 			}
 		}
 		switch {
 		case len(verdicts) > 1:
-			disagree = append(disagree, fmt.Sprintf("%s changes direction between classes (%s), so no single %s claim covers all traffic", m.measure, strings.Join(with, ", "), m.measure))
+			how := "differs between classes"
+			if (verdicts[Faster] && verdicts[Slower]) || (verdicts[Higher] && verdicts[Lower]) {
+				how = "changes direction between classes"
+			}
+			disagree = append(disagree, fmt.Sprintf("%s %s (%s), so no single %s claim covers all traffic", m.measure, how, strings.Join(with, ", "), m.measure))
 		case len(verdicts) == 1 && len(with) == len(r.Classes) && len(with) > 1:
 			for v := range verdicts {
 				agree = append(agree, m.agree[v]+" in every class")
 			}
 		}
 	}
-	if r.Mixed.Withheld == "" {
+	if len(r.mixReasons) == 0 {
 		s := classSentence(MixedClass, r.Mixed, o)
 		s = "For the observed traffic mix (" + mixShares(mirrored) + ")" + strings.TrimPrefix(s, displayName(MixedClass))
 		if len(disagree) > 0 {
@@ -185,10 +290,11 @@ func (r *Report) mixedSentence(mirrored map[string]float64, o Options) string {
 		return s
 	}
 	parts := append(agree, disagree...)
+	why := strings.Join(r.mixReasons, "; ")
 	if len(parts) == 0 {
-		return "All traffic: no claim, because " + r.Mixed.Withheld + "."
+		return "All traffic: no claim, because " + why + "."
 	}
-	return "All traffic: " + strings.Join(parts, "; ") + ". The merged figures carry no claim of their own, because " + r.Mixed.Withheld + "."
+	return "All traffic: " + strings.Join(parts, "; ") + ". The merged figures carry no claim of their own, because " + why + "."
 }
 
 func mixShares(counts map[string]float64) string {

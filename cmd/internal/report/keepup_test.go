@@ -126,8 +126,8 @@ func TestReportBothKeptUp(t *testing.T) {
 	if got := float64(c.OutputRateRatio); math.Abs(got-1) <= DefaultOptions().RateTolerance {
 		t.Fatalf("system output rate ratio = %g; the fixture must show the drain bias", got)
 	}
-	if c.OutputRateVerdict != NoDifference || c.OutputRateCase != OutputRateTie {
-		t.Errorf("output rate %q (%q), want no_difference (tie)", c.OutputRateVerdict, c.OutputRateCase)
+	if c.OutputRateVerdict != Equivalent || c.OutputRateCase != OutputRateTie {
+		t.Errorf("output rate %q (%q), want equivalent (tie)", c.OutputRateVerdict, c.OutputRateCase)
 	}
 	if c.PerRequestSpeedVerdict != Higher {
 		t.Errorf("per-request speed %q, want higher: B streams twice as fast", c.PerRequestSpeedVerdict)
@@ -137,7 +137,7 @@ func TestReportBothKeptUp(t *testing.T) {
 	}
 	wantContains(t, "decision", r.Decision, "system output rates tie in the steady state", "from first request start to last response end, which holds each arm's ramp-up and drain", "so no capacity claim can be made")
 	wantContains(t, "because", r.Because, "steady-state output rates (51.6 s window", "after a warm-up of 8.3 s) tie within 2.0%")
-	wantNotContains(t, "decision and because", r.Decision+r.Because, "A fell behind", "B fell behind")
+	wantNotContains(t, "decision and because", append(r.Decision, r.Because...), "A fell behind", "B fell behind")
 	j := decodeJSON(t, r)
 	if got := j.Classes[0].RateCase; got != OutputRateTie {
 		t.Errorf("JSON output_rate_case = %q, want tie", got)
@@ -178,8 +178,8 @@ func TestReportFellBehind(t *testing.T) {
 func TestReportTooShort(t *testing.T) {
 	r := fromRecords(t, mirroredRun(200, 50*time.Millisecond, bothKeptUp))
 	c := r.Classes[0]
-	if c.OutputRateVerdict != InsufficientData || c.OutputRateCase != OutputRateTooShort {
-		t.Errorf("output rate %q (%q), want insufficient_data (too_short)", c.OutputRateVerdict, c.OutputRateCase)
+	if c.OutputRateVerdict != Inconclusive || c.OutputRateCase != OutputRateTooShort {
+		t.Errorf("output rate %q (%q), want inconclusive (too_short)", c.OutputRateVerdict, c.OutputRateCase)
 	}
 	if c.TTFTP95Verdict == InsufficientData {
 		t.Error("TTFT p95 verdict withheld; only the output rate comparison needs a steady state")

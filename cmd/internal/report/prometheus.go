@@ -62,12 +62,12 @@ func FromPrometheus(ctx context.Context, api v1.API, window time.Duration, end t
 			"tandem itself was busy: its goroutines waited %s at p99 to run (go_sched_latencies_seconds), so timings may be late by that much",
 			time.Duration(busy*float64(time.Second)).Round(10*time.Microsecond)))
 	}
-	mixed := classInput{name: MixedClass}
+	mixed := classInput{name: MixedClass, seconds: window.Seconds()}
 	var mixedTTFT, mixedITL [2][]*nativehist.Histogram
 	var mixedDiffs []*nativehist.Histogram
 	totalPairs := 0.0
 	for _, class := range classOrder(slices.Collect(maps.Keys(classSet))) {
-		in := classInput{name: class}
+		in := classInput{name: class, seconds: window.Seconds()}
 		for side, config := range exporter.Arms {
 			k := key{config: config, class: class}
 			t, i := histogram{ttft[k]}, histogram{itl[k]}
@@ -127,8 +127,10 @@ func FromPrometheus(ctx context.Context, api v1.API, window time.Duration, end t
 		"System output rate: increase of " + exporter.MetricOutputTokens + " over the window divided by the window.",
 		fmt.Sprintf("Kept up: judged on both arms' output rates over the same query window; taken during live traffic, the window's edges fall alike on both arms, so rates within %s tie (both kept up: no capacity claim) and a rate lower beyond that means that arm fell behind. A window that holds the start or the end of the traffic favours the arm with faster streams.", percent(o.RateTolerance)),
 		"Per-request output speed p50: 1 / inter-token latency p50 (" + exporter.MetricInterTokenLatency + "), a monotonic transform of the same per-request quantity.",
-		"TTFT p95 difference: B - A; its interval subtracts each arm's 97.5% interval, so it covers with at least 95%.",
-		"Paired: " + exporter.MetricTTFTDifference + "; B faster is the share of pairs in buckets below zero (the zero bucket holds ties); Wilson 95% interval.",
+		"B - A of TTFT quantiles and per-request speed p50: unpaired, since histograms keep no pairs; each arm's 97.5% interval subtracted, so it covers with at least 95%. The paired evidence is the line below.",
+		fmt.Sprintf("Verdicts of B against A: slower or faster (higher or lower for rates) when the 95%% interval of B - A leaves out zero; equivalent when the whole interval lies within the margin, ±%s of A's value; inconclusive when it holds zero and leaves the margin; insufficient_data below %d pairs; invalid when the arms did not do comparable work.", percent(o.Margin), o.MinPairs),
+		"Smallest detectable change: the difference a run with this interval's width finds with 80% power, 1.43 times the interval's half-width; more pairs needed assume the interval narrows as 1/√pairs around the same estimate.",
+		"Paired: " + exporter.MetricTTFTDifference + ", the histogram of B - A per pair; B faster is the share below zero (Wilson 95% interval); median B - A with its sign-test interval (order statistics of the differences, widened to bucket bounds).",
 	}
 	return build(ev, o), nil
 }

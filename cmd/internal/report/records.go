@@ -76,6 +76,17 @@ func FromRecords(recs []record.Record, read record.ReadStats, o Options) (*Repor
 
 	input := func(name string, arms [2][]record.Record, ps []*pair) classInput {
 		in := classInput{name: name}
+		w := span(append(slices.Clone(arms[0]), arms[1]...))
+		in.seconds = w.End.Sub(w.Start).Seconds()
+		id := func(p *pair) string {
+			if p.a != nil {
+				return p.a.PairID
+			}
+			return p.b.PairID
+		}
+		slices.SortFunc(ps, func(x, y *pair) int { return strings.Compare(id(x), id(y)) })
+		var ids []string
+		ttftPairs, speedPairs := &pairedSamples{}, &pairedSamples{}
 		for i := range arms {
 			in.arms[i] = recordArm(arms[i])
 		}
@@ -99,7 +110,15 @@ func FromRecords(recs []record.Record, read record.ReadStats, o Options) (*Repor
 			if p.a.OutputTokens != p.b.OutputTokens {
 				in.pairs.TokenMismatches++
 			}
+			ids = append(ids, id(p))
+			if sa, ok := p.a.Observation().OutputSpeed(); ok {
+				if sb, ok := p.b.Observation().OutputSpeed(); ok {
+					speedPairs.a, speedPairs.b = append(speedPairs.a, sa), append(speedPairs.b, sb)
+				}
+			}
 			if p.a.FirstToken && p.b.FirstToken {
+				ta, tb := p.a.Observation().TTFT.Seconds(), p.b.Observation().TTFT.Seconds()
+				ttftPairs.a, ttftPairs.b = append(ttftPairs.a, ta), append(ttftPairs.b, tb)
 				d := p.b.TTFTSeconds - p.a.TTFTSeconds
 				diffs = append(diffs, d)
 				if d < 0 {
@@ -108,6 +127,8 @@ func FromRecords(recs []record.Record, read record.ReadStats, o Options) (*Repor
 			}
 		}
 		in.diffs = newSamples(diffs)
+		ttftPairs.seed, speedPairs.seed = seedOf(ids), seedOf(ids)+1
+		in.ttftPairs, in.speedPairs = ttftPairs, speedPairs
 		k := KeepUp(append(slices.Clone(arms[0]), arms[1]...), o.RateTolerance)
 		in.keepUp = &k
 		return in
@@ -137,8 +158,10 @@ func FromRecords(recs []record.Record, read record.ReadStats, o Options) (*Repor
 		"System output rate: output tokens of completed requests divided by the time from the arm's first request start to its last response end, per class and for the mix.",
 		fmt.Sprintf("Kept up: judged on a steady-state window common to both arms, from the first request start plus a warm-up (the larger of the arms' p95 request durations) to the last request start, so that neither the ramp-up nor the drain of slower streams counts; each completed request's output tokens count as delivered evenly from its first to its last output frame. Steady-state rates within %[1]s of each other tie (both kept up: no capacity claim), and so do rates further apart when the lower one still matches, within %[1]s, the arrival side (output tokens of the requests started in the window over its length). Otherwise a rate lower beyond that means that arm fell behind (its backlog grew) when the difference also exceeds the edge noise, two standard deviations of what the requests straddling the window's edges make by chance (shot noise of the arrivals); otherwise, or when the window is shorter than %d warm-ups or holds fewer than %d completed requests per arm, the run is too short to judge.", percent(o.RateTolerance), minSteadyWarmUps, minSteadyRequests),
 		"Per-request output speed: (output tokens - 1) / (last output frame - first output frame) of one request.",
-		"TTFT p95 difference: B - A; its interval subtracts each arm's 97.5% interval, so it covers with at least 95%.",
-		"Paired: pairs both arms completed, joined by pair ID; B faster when its first token came first; Wilson 95% interval.",
+		"B - A of TTFT p50, p95, p99 and of per-request speed p50: quantiles of the pairs both arms completed (joined by pair ID); 95% interval and ratio interval from a percentile bootstrap that resamples pairs (seeded from the pair IDs).",
+		fmt.Sprintf("Verdicts of B against A: slower or faster (higher or lower for rates) when the 95%% interval of B - A leaves out zero; equivalent when the whole interval lies within the margin, ±%s of A's value; inconclusive when it holds zero and leaves the margin; insufficient_data below %d pairs; invalid when the arms did not do comparable work.", percent(o.Margin), o.MinPairs),
+		"Smallest detectable change: the difference a run with this interval's width finds with 80% power, 1.43 times the interval's half-width; more pairs needed assume the interval narrows as 1/√pairs around the same estimate.",
+		"Paired: B faster when its first token came first (Wilson 95% interval); median B - A with its sign-test interval.",
 	}
 	return build(ev, o), nil
 }

@@ -3,12 +3,15 @@ package report
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"math"
+	"math/rand/v2"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/kestrelops/tandem/exporter"
+	"github.com/kestrelops/tandem/exporter/verdict"
 	"github.com/kestrelops/tandem/proxy/record"
 )
 
@@ -32,8 +35,20 @@ func render(t *testing.T, r *Report, format string) string {
 
 func near(a, b float64) bool { return math.Abs(a-b) <= 1e-9*math.Max(1, math.Abs(b)) }
 
-func wantContains(t *testing.T, where, text string, wants ...string) {
+// joined is text, or the lines of text joined by newlines.
+func joined[T string | []string](text T) string {
+	switch v := any(text).(type) {
+	case []string:
+		return strings.Join(v, "\n")
+	case string:
+		return v
+	}
+	return ""
+}
+
+func wantContains[T string | []string](t *testing.T, where string, lines T, wants ...string) {
 	t.Helper()
+	text := joined(lines)
 	for _, w := range wants {
 		if !strings.Contains(text, w) {
 			t.Errorf("%s does not contain %q:\n%s", where, w, text)
@@ -41,8 +56,9 @@ func wantContains(t *testing.T, where, text string, wants ...string) {
 	}
 }
 
-func wantNotContains(t *testing.T, where, text string, unwanted ...string) {
+func wantNotContains[T string | []string](t *testing.T, where string, lines T, unwanted ...string) {
 	t.Helper()
+	text := joined(lines)
 	for _, w := range unwanted {
 		if strings.Contains(text, w) {
 			t.Errorf("%s contains %q:\n%s", where, w, text)
@@ -86,9 +102,10 @@ type jsonReport struct {
 		TokenParity     bool     `json:"token_parity"`
 		Warnings        []string `json:"warnings"`
 	} `json:"validity"`
-	Decision string `json:"decision"`
-	Because  string `json:"because"`
-	Change   string `json:"what_would_change_it"`
+	Answer   []string `json:"answer"`
+	Decision []string `json:"decision"`
+	Because  []string `json:"because"`
+	Change   []string `json:"what_would_change_it"`
 }
 
 func decodeJSON(t *testing.T, r *Report) jsonReport {
@@ -140,8 +157,8 @@ func TestSeedQuestion(t *testing.T) {
 	if p := j.Classes[1].Paired; p.BFasterShare != 1 || math.Abs(p.BFasterCI[0]-0.9904877) > 1e-6 || p.BFasterCI[1] < 0.99999 {
 		t.Errorf("repeated_prefix paired = %+v, want B faster in every pair", p)
 	}
-	if j.Mixed.Class != MixedClass || j.Mixed.TTFTVerdict != InsufficientData || j.Mixed.RateVerdict != InsufficientData || j.Mixed.SpeedVerdict != InsufficientData {
-		t.Errorf("mixed = %+v, want no claim for all traffic", j.Mixed)
+	if j.Mixed.Class != MixedClass || j.Mixed.TTFTVerdict != Invalid || j.Mixed.RateVerdict != Invalid || j.Mixed.SpeedVerdict != Invalid {
+		t.Errorf("mixed = %+v, want invalid: the classes ran apart, so their merge is no mixed replay", j.Mixed)
 	}
 	for side, config := range exporter.Arms {
 		merged := newSamples(append(samplesOf(seedFresh.records(nil), side), samplesOf(seedRepeated.records(nil), side)...))
@@ -159,16 +176,20 @@ func TestSeedQuestion(t *testing.T) {
 	text := render(t, r, "text")
 	wantContains(t, "text", text,
 		"fresh: B raised the system output rate (920 vs 800 tokens/s, +15.0%",
-		"TTFT p95 is 80 ms worse (320 ms vs 240 ms",
+		"B's TTFT p95 is slower by 80 ms (B 320 ms vs A 240 ms; 95% paired CI of B - A",
 		"repeated_prefix: B raised the system output rate (1000 vs 880 tokens/s, +13.6%",
-		"TTFT p95 is 20 ms better (170 ms vs 190 ms",
+		"B's TTFT p95 is faster by 20 ms (B 170 ms vs A 190 ms; 95% paired CI of B - A",
 		"All traffic: B raised the system output rate in every class",
 		"TTFT p95 changes direction between classes (slower on fresh, faster on repeated_prefix), so no single TTFT p95 claim covers all traffic",
 		"the classes ran in separate time spans",
 		"A representative mixed replay",
 	)
-	wantNotContains(t, "text", text, "For the observed traffic mix", "All traffic: B's TTFT", "TTFT p95 improved in every class", "TTFT p95 got worse in every class")
-	wantContains(t, "JSON decision", j.Decision, "80 ms worse", "20 ms better", "no single TTFT p95 claim covers all traffic")
+	wantNotContains(t, "text", text, "For the observed traffic mix", "All traffic: B's TTFT", "TTFT p95 was faster in every class", "TTFT p95 was slower in every class")
+	wantContains(t, "JSON decision", j.Decision, "slower by 80 ms", "faster by 20 ms", "no single TTFT p95 claim covers all traffic")
+	wantContains(t, "JSON answer", j.Answer,
+		"fresh            TTFT p95  B slower: 320 ms vs A 240 ms, +33.3% [",
+		"repeated_prefix  TTFT p95  B faster: 170 ms vs A 190 ms, -10.5% [",
+		"mixed            TTFT p95  invalid: B 312 ms vs A 232 ms, not a representative mixed replay")
 	wantContains(t, "JSON because", j.Because, "completed parity holds", "token parity holds", "A fell behind")
 }
 
@@ -185,7 +206,7 @@ func TestWithheldClaims(t *testing.T) {
 	for _, tc := range []struct {
 		name                string
 		recs                []record.Record
-		ttft, rate          string
+		ttft, rate, speed   string
 		completed, tokens   bool
 		decision, change    []string
 		validityWarningPart string
@@ -193,21 +214,21 @@ func TestWithheldClaims(t *testing.T) {
 		{
 			name: "insufficient data",
 			recs: append(small.records(nil), seedRepeated.records(nil)...),
-			ttft: InsufficientData, rate: InsufficientData, completed: true, tokens: true,
+			ttft: InsufficientData, rate: InsufficientData, speed: InsufficientData, completed: true, tokens: true,
 			decision: []string{"fresh: no claim, because only 50 pairs completed on both arms, fewer than the 200 needed."},
-			change:   []string{"150 more pairs of class fresh."},
+			change:   []string{"150 more pairs of class fresh (at today's 0.208 pairs/s, about 12m0s)."},
 		},
 		{
 			name: "token mismatch",
 			recs: append(seedFresh.records(everyTenth(func(_, b *record.Record) { b.OutputTokens -= 40 })), seedRepeated.records(nil)...),
-			ttft: Slower, rate: InsufficientData, completed: true, tokens: false,
-			decision: []string{"fresh: TTFT p95 is 80 ms worse", "no other claim, because output token counts differ in 40 of 400 pairs, so output rate and per-request speed are not compared like for like."},
+			ttft: Slower, rate: Invalid, speed: Invalid, completed: true, tokens: false,
+			decision: []string{"fresh: B's TTFT p95 is slower by 80 ms", "no other claim, because output token counts differ in 40 of 400 pairs, so output rate and per-request speed are not compared like for like."},
 			change:   []string{"Equal output token counts per pair in class fresh"},
 		},
 		{
 			name: "unequal completion",
 			recs: append(seedFresh.records(everyTenth(func(_, b *record.Record) { b.Outcome = exporter.OutcomeError })), seedRepeated.records(nil)...),
-			ttft: InsufficientData, rate: InsufficientData, completed: false, tokens: true,
+			ttft: Invalid, rate: Invalid, speed: Invalid, completed: false, tokens: true,
 			decision: []string{"fresh: no claim, because the arms did not complete the same requests (A alone failed 0 and B alone failed 40 of 400 pairs)."},
 			change:   []string{"A run of class fresh in which both arms complete the same requests."},
 		},
@@ -216,8 +237,8 @@ func TestWithheldClaims(t *testing.T) {
 			r := fromRecords(t, tc.recs)
 			j := decodeJSON(t, r)
 			fresh := j.Classes[0]
-			if fresh.TTFTVerdict != tc.ttft || fresh.RateVerdict != tc.rate || fresh.SpeedVerdict != InsufficientData {
-				t.Errorf("fresh verdicts TTFT %q, rate %q, speed %q; want %q, %q, insufficient_data", fresh.TTFTVerdict, fresh.RateVerdict, fresh.SpeedVerdict, tc.ttft, tc.rate)
+			if fresh.TTFTVerdict != tc.ttft || fresh.RateVerdict != tc.rate || fresh.SpeedVerdict != tc.speed {
+				t.Errorf("fresh verdicts TTFT %q, rate %q, speed %q; want %q, %q, %q", fresh.TTFTVerdict, fresh.RateVerdict, fresh.SpeedVerdict, tc.ttft, tc.rate, tc.speed)
 			}
 			if j.Classes[1].TTFTVerdict != Faster {
 				t.Errorf("repeated_prefix TTFT verdict = %q, want faster: its data is sound", j.Classes[1].TTFTVerdict)
@@ -259,11 +280,11 @@ func TestRepresentativeMixedReplay(t *testing.T) {
 		t.Errorf("class mix distance = %g, want 0", got)
 	}
 	for _, c := range r.Classes {
-		if c.OutputRateVerdict != NoDifference || c.OutputRateCase != "tie" {
+		if c.OutputRateVerdict != Equivalent || c.OutputRateCase != "tie" {
 			t.Errorf("%s: output rate %q (%q), want a tie: both arms kept up", c.Class, c.OutputRateVerdict, c.OutputRateCase)
 		}
-		if c.PerRequestSpeedVerdict != NoDifference {
-			t.Errorf("%s: per-request speed %q, want no_difference: p50s differ by less than 2%%", c.Class, c.PerRequestSpeedVerdict)
+		if c.PerRequestSpeedVerdict != Equivalent {
+			t.Errorf("%s: per-request speed %q, want equivalent: p50s differ by less than 2%%", c.Class, c.PerRequestSpeedVerdict)
 		}
 	}
 	wantContains(t, "decision", r.Decision,
@@ -275,8 +296,8 @@ func TestRepresentativeMixedReplay(t *testing.T) {
 	wantContains(t, "what would change it", r.WhatWouldChangeIt, "A load at which one arm falls behind the arrivals")
 
 	skewed := fromRecords(t, interleaved(5400, 600))
-	if skewed.Mixed.TTFTP95Verdict != InsufficientData {
-		t.Errorf("mixed verdict with a skewed production mix = %q, want insufficient_data", skewed.Mixed.TTFTP95Verdict)
+	if skewed.Mixed.TTFTP95Verdict != Invalid {
+		t.Errorf("mixed verdict with a skewed production mix = %q, want invalid", skewed.Mixed.TTFTP95Verdict)
 	}
 	if got := float64(skewed.Validity.ClassMixDistance); !near(got, 0.4) {
 		t.Errorf("class mix distance = %g, want 0.4", got)
@@ -295,24 +316,85 @@ func TestFromRecordsErrors(t *testing.T) {
 	}
 }
 
-// A difference the interval resolves but below the minimum effect is no
-// difference, and the report must not say that the interval includes zero
-// or that more pairs would narrow it.
-func TestNoDifferenceBelowMinimumEffect(t *testing.T) {
+// A difference the interval resolves but whose whole interval lies inside
+// the margin is equivalent, and the report must not ask for more pairs.
+func TestEquivalentInsideMargin(t *testing.T) {
 	recs := seedFresh.records(func(i int, a, b *record.Record) {
 		a.TTFTSeconds = 0.200 + float64(i)*1e-6
 		b.TTFTSeconds = a.TTFTSeconds * 1.01
 	})
 	r := fromRecords(t, recs)
 	j := decodeJSON(t, r)
-	fresh := j.Classes[0]
-	if fresh.TTFTVerdict != NoDifference {
-		t.Fatalf("TTFT verdict = %q, want no_difference", fresh.TTFTVerdict)
+	if v := j.Classes[0].TTFTVerdict; v != Equivalent {
+		t.Fatalf("TTFT verdict = %q, want equivalent", v)
 	}
 	if ci := r.Classes[0].TTFTP95DifferenceCISeconds; ci.includesZero() {
 		t.Fatalf("fixture: difference interval %v includes zero", ci)
 	}
-	wantContains(t, "decision", j.Decision, "TTFT p95 differs by less than the 2.0% minimum effect (202 ms vs 200 ms; 95% CI of B - A +")
-	wantNotContains(t, "decision", j.Decision, "includes zero")
-	wantNotContains(t, "what would change it", j.Change, "to narrow the TTFT p95 difference interval")
+	wantContains(t, "decision", j.Decision, "TTFT p95 is equivalent (B 202 ms vs A 200 ms; 95% paired CI of B - A +", "inside the ±10 ms margin, 5.0% of A's)")
+	wantContains(t, "answer", j.Answer, "fresh  TTFT p95  B equivalent (within ±5.0% of A): 202 ms vs A 200 ms, +1.0% [")
+	wantNotContains(t, "what would change it", j.Change, "Class fresh, TTFT p95")
+}
+
+// An interval that holds zero and leaves the margin is inconclusive, with
+// the smallest detectable change and the pairs that would settle it.
+func TestInconclusiveSaysWhatWouldSettleIt(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 7))
+	recs := seedFresh.records(func(i int, a, b *record.Record) {
+		base := 0.2 * math.Exp(0.3*rng.NormFloat64())
+		a.TTFTSeconds = base + 0.05*rng.ExpFloat64()
+		b.TTFTSeconds = base + 0.05*rng.ExpFloat64() + 0.004
+	})
+	r := fromRecords(t, recs)
+	p95 := r.Classes[0].TTFT[1]
+	if p95.Verdict != Inconclusive {
+		t.Fatalf("TTFT p95 verdict = %q (%+v), want inconclusive", p95.Verdict, p95)
+	}
+	if p95.Method != MethodPaired || p95.MorePairs <= 0 || p95.MoreSeconds <= 0 || !(p95.MinimumDetectable > p95.Margin) {
+		t.Errorf("p95 comparison %+v: want paired, more pairs and time, a detectable change above the margin", p95)
+	}
+	wantContains(t, "what would change it", r.WhatWouldChangeIt, "Class fresh, TTFT p95 (inconclusive: B - A ", "this run could detect a change of ±", fmt.Sprintf("about %d more pairs (at today's 1.67 pairs/s, about ", p95.MorePairs))
+	wantContains(t, "answer", r.Answer, "fresh  TTFT p95  inconclusive: B ", "smallest detectable change ±")
+}
+
+// The same records give the same report: the bootstrap is seeded from the
+// pair IDs.
+func TestBootstrapDeterministic(t *testing.T) {
+	comparisons := func() string {
+		r := fromRecords(t, seedRecords())
+		b, err := json.Marshal(append(r.Classes, r.Mixed))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var cs []struct {
+			TTFT  json.RawMessage `json:"ttft_seconds"`
+			Speed json.RawMessage `json:"per_request_speed_p50"`
+		}
+		if err := json.Unmarshal(b, &cs); err != nil {
+			t.Fatal(err)
+		}
+		out, _ := json.Marshal(cs)
+		return string(out)
+	}
+	if a, b := comparisons(), comparisons(); a != b {
+		t.Errorf("two reports of the same records compare differently:\n%s\n%s", a, b)
+	}
+}
+
+// A token-count mismatch withholds only output-rate claims, for a class and
+// for the mix alike.
+func TestTokenMismatchKeepsMixTTFTClaim(t *testing.T) {
+	recs := interleaved(3000, 3000)
+	for i := range recs {
+		if recs[i].Config == exporter.ConfigB && recs[i].Class == exporter.ClassFresh && i%20 == 1 {
+			recs[i].OutputTokens -= 40
+		}
+	}
+	r := fromRecords(t, recs)
+	if r.Mixed.OutputRateVerdict != Invalid || !verdict.Conclusive(r.Mixed.TTFTP95Verdict) {
+		t.Fatalf("mixed: rate %q, TTFT %q; want invalid and a TTFT claim", r.Mixed.OutputRateVerdict, r.Mixed.TTFTP95Verdict)
+	}
+	mix := r.Decision[len(r.Decision)-1]
+	wantContains(t, "mix sentence", mix, "For the observed traffic mix", "TTFT p95", "no other claim, because output token counts differ")
+	wantNotContains(t, "mix sentence", mix, "carry no claim of their own")
 }

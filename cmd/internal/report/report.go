@@ -13,18 +13,24 @@ package report
 
 import (
 	"encoding/json"
+	"fmt"
 	"math"
 	"time"
+
+	"github.com/kestrelops/tandem/exporter"
+	"github.com/kestrelops/tandem/exporter/verdict"
 )
 
-// Verdicts describe B relative to A.
+// Verdicts describe B relative to A, in the vocabulary of package verdict.
 const (
-	Faster           = "faster"
-	Slower           = "slower"
-	Higher           = "higher"
-	Lower            = "lower"
-	NoDifference     = "no_difference"
-	InsufficientData = "insufficient_data"
+	Faster           = verdict.Faster
+	Slower           = verdict.Slower
+	Higher           = verdict.Higher
+	Lower            = verdict.Lower
+	Equivalent       = verdict.Equivalent
+	Inconclusive     = verdict.Inconclusive
+	InsufficientData = verdict.InsufficientData
+	Invalid          = verdict.Invalid
 )
 
 // MixedClass is the class name of the merged traffic of all classes.
@@ -38,10 +44,10 @@ type Options struct {
 	// RateTolerance is the relative difference of output rates within which
 	// they tie.
 	RateTolerance float64
-	// MinEffect is the relative difference of a TTFT p95 or per-request
-	// speed p50 below which B and A show no difference, however narrow the
-	// interval.
-	MinEffect float64
+	// Margin is the equivalence margin, a fraction of A's value: a TTFT
+	// quantile or per-request speed p50 is equivalent when the whole
+	// interval of B - A lies within ±Margin·A.
+	Margin float64
 	// ParityTolerance is the share of pairs in which only one arm completed,
 	// and separately the share of completed pairs with different output
 	// token counts, above which the comparison is not like for like.
@@ -57,22 +63,26 @@ type Options struct {
 
 // DefaultOptions are the thresholds used unless told otherwise.
 func DefaultOptions() Options {
-	return Options{MinPairs: 200, RateTolerance: 0.02, MinEffect: 0.02, ParityTolerance: 0.01, MixTolerance: 0.10, SkipTolerance: 0.01}
+	return Options{MinPairs: verdict.MinPairs, RateTolerance: 0.02, Margin: verdict.Margin, ParityTolerance: 0.01, MixTolerance: 0.10, SkipTolerance: 0.01}
 }
 
 // Report is what the evidence supports. Its JSON form is stable.
 type Report struct {
-	Source            string   `json:"source"`
-	Window            Window   `json:"window"`
-	Classes           []Class  `json:"classes"`
-	Mixed             Class    `json:"mixed"`
-	Validity          Validity `json:"validity"`
-	Decision          string   `json:"decision"`
-	Because           string   `json:"because"`
-	WhatWouldChangeIt string   `json:"what_would_change_it"`
+	Source   string   `json:"source"`
+	Window   Window   `json:"window"`
+	Classes  []Class  `json:"classes"`
+	Mixed    Class    `json:"mixed"`
+	Validity Validity `json:"validity"`
+	// Answer is one line per class and for the mix: B's TTFT p95 verdict
+	// with both arms' figures.
+	Answer            []string `json:"answer"`
+	Decision          []string `json:"decision"`
+	Because           []string `json:"because"`
+	WhatWouldChangeIt []string `json:"what_would_change_it"`
 	Definitions       []string `json:"definitions"`
 
-	decision, because, change []string
+	// mixReasons say why the merged traffic is not the mix to judge.
+	mixReasons []string
 }
 
 // Window is the time the evidence covers.
@@ -85,6 +95,12 @@ type Window struct {
 type Class struct {
 	Class string         `json:"class"`
 	Arms  map[string]Arm `json:"arms"`
+
+	// TTFT compares B's TTFT p50, p95 and p99 with A's, in seconds.
+	TTFT []Comparison `json:"ttft_seconds"`
+	// PerRequestSpeed compares B's per-request output speed p50 with A's,
+	// in tokens/s.
+	PerRequestSpeed Comparison `json:"per_request_speed_p50"`
 
 	TTFTP95DifferenceSeconds   Float    `json:"ttft_p95_difference_seconds"`
 	TTFTP95DifferenceCISeconds Interval `json:"ttft_p95_difference_ci_seconds"`
@@ -113,6 +129,9 @@ type Class struct {
 	Withheld string `json:"withheld,omitempty"`
 
 	keepUp *KeepUpResult
+	// pairRate is the pairs both arms completed per second of the class's
+	// traffic.
+	pairRate float64
 }
 
 // KeepUp is the judgement of keeping up behind SteadyState, whether or not
@@ -161,12 +180,51 @@ type SteadyState struct {
 	TooShort string `json:"too_short,omitempty"`
 }
 
+// Comparison is B against A on one quantile of one quantity.
+type Comparison struct {
+	Quantile Float `json:"quantile"`
+	A        Float `json:"a"`
+	B        Float `json:"b"`
+	// Difference is B - A, DifferenceCI its 95% interval.
+	Difference   Float    `json:"difference"`
+	DifferenceCI Interval `json:"difference_ci"`
+	// Ratio is B / A, RatioCI its 95% interval.
+	Ratio   Float    `json:"ratio"`
+	RatioCI Interval `json:"ratio_ci"`
+	// Method is MethodPaired or MethodUnpaired.
+	Method string `json:"method"`
+	// Margin is the equivalence margin in the quantity's units.
+	Margin  Float  `json:"margin"`
+	Verdict string `json:"verdict"`
+	// MinimumDetectable is the smallest difference, either way, that a run
+	// with this interval's width finds with 80% power.
+	MinimumDetectable Float `json:"minimum_detectable"`
+	// MorePairs is how many more pairs would likely make an inconclusive
+	// verdict conclusive, at the same spread; MoreSeconds how long they
+	// take at this run's pair rate. Zero when the verdict is conclusive.
+	MorePairs   int   `json:"more_pairs,omitempty"`
+	MoreSeconds Float `json:"more_seconds,omitempty"`
+}
+
+// Methods of a Comparison's intervals.
+const (
+	// MethodPaired is a percentile bootstrap over pairs of the same
+	// request on both arms.
+	MethodPaired = "paired_bootstrap"
+	// MethodUnpaired subtracts each arm's distribution-free interval at
+	// 97.5%, for sources without pairs.
+	MethodUnpaired = "unpaired_order_statistics"
+)
+
 // Paired is the evidence from the same request on both arms.
 type Paired struct {
 	Pairs                   int      `json:"pairs"`
 	BFasterShare            Float    `json:"b_faster_share"`
 	BFasterShareCI          Interval `json:"b_faster_share_ci"`
 	MedianDifferenceSeconds Float    `json:"median_difference_seconds"`
+	// MedianDifferenceCISeconds is the sign-test interval of the median
+	// paired difference: order statistics of the differences.
+	MedianDifferenceCISeconds Interval `json:"median_difference_ci_seconds"`
 }
 
 // PairCounts counts mirrored requests by the outcome of both arms.
@@ -193,16 +251,53 @@ type Validity struct {
 	Warnings         []string `json:"warnings"`
 }
 
-// Regressed reports whether B is significantly worse than A where the data
-// suffices: a slower TTFT p95 or a lower output rate in any class or, when
-// a claim is made for it, the mix.
-func (r *Report) Regressed() bool {
-	for _, c := range append([]Class{r.Mixed}, r.Classes...) {
-		if c.TTFTP95Verdict == Slower || c.OutputRateVerdict == Lower {
-			return true
+// Regressed reports whether B is worse than A in any class or the mix: a
+// slower TTFT p95 or a lower output rate.
+func (r *Report) Regressed() bool { return len(r.Regressions()) > 0 }
+
+// gated are the verdicts the gate reads, by name.
+var gated = []struct {
+	name    string
+	verdict func(Class) string
+}{
+	{"TTFT p95", func(c Class) string { return c.TTFTP95Verdict }},
+	{"output rate", func(c Class) string { return c.OutputRateVerdict }},
+}
+
+// Regressions names each class (or the mix) and measure where B is worse:
+// a slower TTFT p95 or a lower output rate.
+func (r *Report) Regressions() []string {
+	var out []string
+	for _, c := range r.allClasses() {
+		for _, g := range gated {
+			if v := g.verdict(c); v == Slower || v == Lower {
+				out = append(out, fmt.Sprintf("%s %s %s (%s)", c.Class, g.name, v, gateFigures(c, g.name)))
+			}
 		}
 	}
-	return false
+	return out
+}
+
+// Unsettled names each class (or the mix) and measure whose verdict is
+// inconclusive, insufficient_data or invalid.
+func (r *Report) Unsettled() []string {
+	var out []string
+	for _, c := range r.allClasses() {
+		for _, g := range gated {
+			if v := g.verdict(c); !verdict.Conclusive(v) {
+				out = append(out, fmt.Sprintf("%s %s %s (%s)", c.Class, g.name, v, gateFigures(c, g.name)))
+			}
+		}
+	}
+	return out
+}
+
+func gateFigures(c Class, measure string) string {
+	if measure == "TTFT p95" {
+		p95 := c.TTFT[1]
+		return fmt.Sprintf("B %s vs A %s, %s, %d pairs", seconds(float64(p95.B)), seconds(float64(p95.A)), relative(p95), c.Pairs.BothCompleted)
+	}
+	return fmt.Sprintf("B %s vs A %s tokens/s", rate(c.Arms[exporter.ConfigB].OutputTokensPerSecond), rate(c.Arms[exporter.ConfigA].OutputTokensPerSecond))
 }
 
 // Float is a number that is null in JSON when it is not finite.

@@ -33,16 +33,19 @@ func (r *Report) Write(w io.Writer, format string) error {
 
 func (r *Report) writeText(w io.Writer) error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "tandem report from %s, %s to %s\n", r.Source, r.Window.Start.Format(time.RFC3339), r.Window.End.Format(time.RFC3339))
+	fmt.Fprintf(&b, "tandem report from %s, %s to %s\n\n", r.Source, r.Window.Start.Format(time.RFC3339), r.Window.End.Format(time.RFC3339))
+	for _, s := range r.Answer {
+		fmt.Fprintf(&b, "  %s\n", s)
+	}
 	list := func(title string, items []string) {
 		fmt.Fprintf(&b, "\n%s\n", title)
 		for _, s := range items {
 			fmt.Fprintf(&b, "  - %s\n", s)
 		}
 	}
-	list("Decision", r.decision)
-	list("Because", r.because)
-	list("What would change it", r.change)
+	list("Decision", r.Decision)
+	list("Because", r.Because)
+	list("What would change it", r.WhatWouldChangeIt)
 	for _, c := range r.allClasses() {
 		fmt.Fprintf(&b, "\n%s\n", classTitle(c))
 		tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
@@ -66,16 +69,16 @@ func (r *Report) writeText(w io.Writer) error {
 
 func (r *Report) writeMarkdown(w io.Writer) error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "# tandem report\n\nFrom %s, %s to %s.\n", r.Source, r.Window.Start.Format(time.RFC3339), r.Window.End.Format(time.RFC3339))
+	fmt.Fprintf(&b, "# tandem report\n\nFrom %s, %s to %s.\n\n```\n%s\n```\n", r.Source, r.Window.Start.Format(time.RFC3339), r.Window.End.Format(time.RFC3339), strings.Join(r.Answer, "\n"))
 	list := func(title string, items []string) {
 		fmt.Fprintf(&b, "\n## %s\n\n", title)
 		for _, s := range items {
 			fmt.Fprintf(&b, "- %s\n", s)
 		}
 	}
-	list("Decision", r.decision)
-	list("Because", r.because)
-	list("What would change it", r.change)
+	list("Decision", r.Decision)
+	list("Because", r.Because)
+	list("What would change it", r.WhatWouldChangeIt)
 	for _, c := range r.allClasses() {
 		fmt.Fprintf(&b, "\n## %s\n\n", classTitle(c))
 		b.WriteString("| | A | B | B vs A | verdict |\n|---|---:|---:|---:|---|\n")
@@ -121,13 +124,14 @@ func tableRows(c Class) [][]string {
 		systemVerdict = ""
 		steady = []string{"steady-state output tokens/s", rate(a.SteadyOutputTokensPerSecond), rate(b.SteadyOutputTokensPerSecond), ratio(c.SteadyOutputRateRatio), rateVerdict}
 	}
-	diffCI := c.TTFTP95DifferenceCISeconds
+	diff := func(c Comparison) string {
+		return fmt.Sprintf("%s [%s, %s]", signedSeconds(float64(c.Difference)), signedSeconds(c.DifferenceCI[0]), signedSeconds(c.DifferenceCI[1]))
+	}
 	rows := [][]string{
 		{"completed", strconv.Itoa(a.Completed), strconv.Itoa(b.Completed), "", ""},
-		{"TTFT p50 [95% CI]", withCI(a.TTFTP50Seconds, a.TTFTP50CISeconds), withCI(b.TTFTP50Seconds, b.TTFTP50CISeconds), "", ""},
-		{"TTFT p95 [95% CI]", withCI(a.TTFTP95Seconds, a.TTFTP95CISeconds), withCI(b.TTFTP95Seconds, b.TTFTP95CISeconds),
-			fmt.Sprintf("%s [%s, %s]", signedSeconds(float64(c.TTFTP95DifferenceSeconds)), signedSeconds(diffCI[0]), signedSeconds(diffCI[1])), c.TTFTP95Verdict},
-		{"TTFT p99 [95% CI]", withCI(a.TTFTP99Seconds, a.TTFTP99CISeconds), withCI(b.TTFTP99Seconds, b.TTFTP99CISeconds), "", ""},
+		{"TTFT p50 [95% CI]", withCI(a.TTFTP50Seconds, a.TTFTP50CISeconds), withCI(b.TTFTP50Seconds, b.TTFTP50CISeconds), diff(c.TTFT[0]), c.TTFT[0].Verdict},
+		{"TTFT p95 [95% CI]", withCI(a.TTFTP95Seconds, a.TTFTP95CISeconds), withCI(b.TTFTP95Seconds, b.TTFTP95CISeconds), diff(c.TTFT[1]), c.TTFT[1].Verdict},
+		{"TTFT p99 [95% CI]", withCI(a.TTFTP99Seconds, a.TTFTP99CISeconds), withCI(b.TTFTP99Seconds, b.TTFTP99CISeconds), diff(c.TTFT[2]), c.TTFT[2].Verdict},
 		{"ITL p50", seconds(float64(a.ITLP50Seconds)), seconds(float64(b.ITLP50Seconds)), "", ""},
 		{"ITL p95", seconds(float64(a.ITLP95Seconds)), seconds(float64(b.ITLP95Seconds)), "", ""},
 		{"system output tokens/s", rate(a.OutputTokensPerSecond), rate(b.OutputTokensPerSecond), ratio(c.OutputRateRatio), systemVerdict},
@@ -136,7 +140,17 @@ func tableRows(c Class) [][]string {
 		rows = append(rows, steady)
 	}
 	return append(rows, []string{"per-request tokens/s p50 [95% CI]", speedCI(a.PerRequestOutputTokensPerSecondP50, a.PerRequestOutputTokensPerSecondP50CI),
-		speedCI(b.PerRequestOutputTokensPerSecondP50, b.PerRequestOutputTokensPerSecondP50CI), "", c.PerRequestSpeedVerdict})
+		speedCI(b.PerRequestOutputTokensPerSecondP50, b.PerRequestOutputTokensPerSecondP50CI), speedDiff(c.PerRequestSpeed), c.PerRequestSpeedVerdict})
+}
+
+func speedDiff(c Comparison) string {
+	sign := func(x float64) string {
+		if x > 0 {
+			return "+" + rate(Float(x))
+		}
+		return rate(Float(x))
+	}
+	return fmt.Sprintf("%s [%s, %s]", sign(float64(c.Difference)), sign(c.DifferenceCI[0]), sign(c.DifferenceCI[1]))
 }
 
 func ratio(x Float) string {
@@ -151,6 +165,7 @@ func pairedLine(c Class) string {
 	if p.Pairs == 0 {
 		return "paired: no pairs in which both arms completed"
 	}
-	return fmt.Sprintf("paired: B faster in %s of %d pairs (95%% CI %s to %s), median B - A %s",
-		percent(float64(p.BFasterShare)), p.Pairs, percent(p.BFasterShareCI[0]), percent(p.BFasterShareCI[1]), signedSeconds(float64(p.MedianDifferenceSeconds)))
+	return fmt.Sprintf("paired: B faster in %s of %d pairs (95%% CI %s to %s), median B - A %s (95%% CI %s to %s)",
+		percent(float64(p.BFasterShare)), p.Pairs, percent(p.BFasterShareCI[0]), percent(p.BFasterShareCI[1]), signedSeconds(float64(p.MedianDifferenceSeconds)),
+		signedSeconds(p.MedianDifferenceCISeconds[0]), signedSeconds(p.MedianDifferenceCISeconds[1]))
 }
