@@ -21,6 +21,7 @@ type composeService struct {
 	Image       string            `yaml:"image"`
 	Command     []string          `yaml:"command"`
 	ReadOnly    bool              `yaml:"read_only"`
+	Tmpfs       []string          `yaml:"tmpfs"`
 	Environment map[string]string `yaml:"environment"`
 	Volumes     []string          `yaml:"volumes"`
 	Ports       []string          `yaml:"ports"`

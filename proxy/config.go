@@ -41,7 +41,7 @@ type Config struct {
 	SampleKeyHeader string  `env:"SAMPLE_KEY_HEADER" doc:"Request header holding the conversation key; without it the key comes from the messages up to the first user message."`
 
 	ShadowTimeout          time.Duration `env:"SHADOW_TIMEOUT, default=120s" doc:"Deadline of one mirrored request on an arm."`
-	ShadowMaxInFlight      int           `env:"SHADOW_MAX_IN_FLIGHT, default=64" doc:"Mirrored requests in flight per arm; when either arm is full neither gets the request (skipped as overloaded)."`
+	ShadowMaxInFlight      int           `env:"SHADOW_MAX_IN_FLIGHT, default=1024" doc:"Mirrored requests in flight per arm; when either arm is full neither gets the request (skipped as overloaded). Size it for sampled requests per second times stream duration: 1024 holds 8 per second of 2-minute streams. Each costs a goroutine, a connection and small buffers per arm (bodies count against TANDEM_MAX_BUFFERED_BYTES)."`
 	ShadowMaxResponseBytes int64         `env:"SHADOW_MAX_RESPONSE_BYTES, default=33554432" doc:"Most tandem reads of one arm's response; a longer one is cut and counted as truncated."`
 	ShadowReadRate         int64         `env:"SHADOW_READ_RATE, default=67108864" doc:"Bytes per second tandem reads from both arms together (bursts of one second allowed); a shadow read beyond it is cut and counted as truncated, so the arms can never take production's CPU."`
 	MirrorMaxBodyBytes     int64         `env:"MIRROR_MAX_BODY_BYTES, default=4194304" doc:"Largest request body mirrored; larger bodies go to production untouched and are not mirrored."`

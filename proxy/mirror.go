@@ -40,9 +40,9 @@ func (s *Server) releaseSlots() {
 }
 
 // shadowBodies rewrites body for each arm (arms sharing a model share the
-// bytes) and holds them in the budget. When the budget is spent it counts
-// the request as over_budget and returns a nil hold.
-func (s *Server) shadowBodies(api sse.API, body []byte) ([][]byte, *held) {
+// bytes) and holds them in the budget. When it cannot, it counts the
+// request as skipped and returns a nil hold and the reason.
+func (s *Server) shadowBodies(api sse.API, body []byte) (_ [][]byte, _ *held, skip string) {
 	bodies := make([][]byte, len(s.arms))
 	byModel := map[string][]byte{}
 	var size int64
@@ -53,7 +53,8 @@ func (s *Server) shadowBodies(api sse.API, body []byte) ([][]byte, *held) {
 			if b, err = rewriteBody(api, body, arm.model); err != nil {
 				// The body parsed as a prompt, so this cannot happen short of a bug.
 				s.log.Error("building mirrored request", "config", arm.config, "err", err)
-				return nil, nil
+				s.skip(exporter.SkipInvalidBody)
+				return nil, nil, exporter.SkipInvalidBody
 			}
 			byModel[arm.model] = b
 			size += int64(len(b))
@@ -62,9 +63,9 @@ func (s *Server) shadowBodies(api sse.API, body []byte) ([][]byte, *held) {
 	}
 	if !s.budget.Take(size) {
 		s.skip(exporter.SkipOverBudget)
-		return nil, nil
+		return nil, nil, exporter.SkipOverBudget
 	}
-	return bodies, s.budget.hold(size, 1)
+	return bodies, s.budget.hold(size, 1), ""
 }
 
 // startMirror sends the request to the arms, whose slots the caller took.
@@ -123,7 +124,7 @@ func (s *Server) mirror(api sse.API, in *url.URL, class string, bodies [][]byte)
 			defer func() { done <- struct{}{} }()
 			<-gate
 			res := s.measureShadow(arm, api, reqs[i])
-			s.observe(arm.config, class, pairID, res.start, res.obs)
+			s.observe(arm.config, class, pairID, "", res.start, res.obs)
 			if res.obs.Outcome != exporter.OutcomeCompleted {
 				s.armFailures[arm.config].note(res.failure, time.Now())
 			}

@@ -210,7 +210,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer hold.done()
 	// Classifying and mirroring run beside production: the production
 	// request leaves as soon as its body is read.
-	class := make(chan string, 1)
+	class := make(chan classified, 1)
 	classHeader, keyHeader := headerValue(r, s.cfg.ClassHeader), headerValue(r, s.cfg.SampleKeyHeader)
 	in := *r.URL
 	s.background.Add(1)
@@ -224,42 +224,56 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.background.Add(1)
 		go func() {
 			defer s.background.Done()
-			if c := <-class; c != "" {
-				s.observe(exporter.ConfigProduction, c, "", start, o)
+			if c := <-class; c.class != "" {
+				s.observe(exporter.ConfigProduction, c.class, "", c.mirror, start, o)
 			}
 		}()
 	})
 	s.reverse.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), measurementKey{}, &measuredRequest{m, body})))
 }
 
+// classified is what became of a production request beside production:
+// its class, "" when the body holds no prompt (not measured), and what
+// became of it on the arms, as record.Record.Mirror says.
+type classified struct{ class, mirror string }
+
 // classifyAndMirror decides the request's production class and, when it is
-// sampled, its class on the arms and sends it to them. It returns the
-// production class, or "" when the body holds no prompt (not measured).
-func (s *Server) classifyAndMirror(api sse.API, in *url.URL, classHeader, keyHeader string, body []byte) string {
+// sampled, its class on the arms and sends it to them.
+func (s *Server) classifyAndMirror(api sse.API, in *url.URL, classHeader, keyHeader string, body []byte) classified {
 	prompt, err := classify.ParsePrompt(body)
 	if err != nil {
 		s.skip(exporter.SkipInvalidBody)
-		return ""
+		return classified{}
 	}
 	// The body's hold covers a prompt as long as the body; a longer one
 	// (numbers written shorter than their canonical form) takes the rest.
 	if extra := int64(len(prompt.Text) - len(body)); extra > 0 {
 		if !s.budget.Take(extra) {
 			s.skip(exporter.SkipOverBudget)
-			return ""
+			return classified{}
 		}
 		defer s.budget.Give(extra)
 	}
 	prodClass, _ := s.prodIndex.Classify(prompt.Text)
-	if len(s.arms) > 0 && s.sampler.Sampled(keyHeader, prompt) && s.takeSlots() {
-		if bodies, hold := s.shadowBodies(api, body); hold != nil {
-			mirrorClass, _ := s.mirrorIndex.Classify(prompt.Text)
-			s.startMirror(api, in, classify.ClassFor(classHeader, s.allowedClass, mirrorClass), bodies, hold)
-		} else {
+	c := classified{class: classify.ClassFor(classHeader, s.allowedClass, prodClass)}
+	switch {
+	case len(s.arms) == 0:
+	case !s.sampler.Sampled(keyHeader, prompt):
+		c.mirror = record.MirrorNotSampled
+	case !s.takeSlots():
+		c.mirror = record.Skipped(exporter.SkipOverloaded)
+	default:
+		bodies, hold, skip := s.shadowBodies(api, body)
+		if hold == nil {
 			s.releaseSlots()
+			c.mirror = record.Skipped(skip)
+			break
 		}
+		mirrorClass, _ := s.mirrorIndex.Classify(prompt.Text)
+		s.startMirror(api, in, classify.ClassFor(classHeader, s.allowedClass, mirrorClass), bodies, hold)
+		c.mirror = record.MirrorMirrored
 	}
-	return classify.ClassFor(classHeader, s.allowedClass, prodClass)
+	return c
 }
 
 func headerValue(r *http.Request, name string) string {
@@ -434,11 +448,13 @@ func clientReason(err error) string {
 	return "request failed"
 }
 
-// observe exports one measurement and writes its record.
-func (s *Server) observe(config, class, pairID string, start time.Time, o exporter.Observation) {
+// observe exports one measurement and writes its record; mirror is the
+// record's Mirror (production's only).
+func (s *Server) observe(config, class, pairID, mirror string, start time.Time, o exporter.Observation) {
 	s.metrics.ObserveRequest(config, class, o)
 	if s.records != nil || s.observeHook != nil {
 		rec := record.New(start, config, class, pairID, o)
+		rec.Mirror = mirror
 		if s.records != nil {
 			s.records.Write(rec)
 		}

@@ -9,7 +9,9 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -18,6 +20,7 @@ import (
 	"github.com/sethvargo/go-envconfig"
 
 	"github.com/kestrelops/tandem/exporter"
+	"github.com/kestrelops/tandem/proxy/record"
 	"github.com/kestrelops/tandem/proxy/sse"
 	"github.com/kestrelops/tandem/proxy/testupstream"
 )
@@ -228,6 +231,51 @@ func TestOverloadedArmSkipsBoth(t *testing.T) {
 	}
 	if n := len(r.prod.Received()); n != 2 {
 		t.Errorf("production received %d requests, want 2", n)
+	}
+}
+
+// productionMirrors collects the Mirror field of r's production records.
+func productionMirrors(r *rig) func() []string {
+	var mu sync.Mutex
+	var mirrors []string
+	r.server.observeHook = func(rec record.Record) {
+		if rec.Config == exporter.ConfigProduction {
+			mu.Lock()
+			defer mu.Unlock()
+			mirrors = append(mirrors, rec.Mirror)
+		}
+	}
+	return func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Sorted(slices.Values(mirrors))
+	}
+}
+
+// TestProductionRecordsSayWhatBecameOfTheMirror: the records carry the
+// skipped share of sampled requests, as the metrics do.
+func TestProductionRecordsSayWhatBecameOfTheMirror(t *testing.T) {
+	release := make(chan struct{})
+	r := newRig(t, testupstream.Script{}, testupstream.Script{Release: release}, testupstream.Script{},
+		map[string]string{"TANDEM_SHADOW_MAX_IN_FLIGHT": "1"})
+	mirrors := productionMirrors(r)
+	post(t, r.front.URL, chatBody, nil)
+	<-r.a.Arrived()
+	post(t, r.front.URL, chatBody, nil)
+	r.waitValue(t, exporter.MetricMirrorSkipped, map[string]string{"reason": "overloaded"}, 1)
+	close(release)
+	r.idle()
+	if got, want := mirrors(), []string{record.MirrorMirrored, record.Skipped(exporter.SkipOverloaded)}; !slices.Equal(got, want) {
+		t.Errorf("production records' mirror = %q, want %q", got, want)
+	}
+
+	unsampled := newRig(t, testupstream.Script{}, testupstream.Script{}, testupstream.Script{},
+		map[string]string{"TANDEM_SAMPLE_RATE": "0"})
+	mirrors = productionMirrors(unsampled)
+	post(t, unsampled.front.URL, chatBody, nil)
+	unsampled.idle()
+	if got, want := mirrors(), []string{record.MirrorNotSampled}; !slices.Equal(got, want) {
+		t.Errorf("unsampled production record's mirror = %q, want %q", got, want)
 	}
 }
 

@@ -39,8 +39,8 @@ func runServe(ctx context.Context, fs *flag.FlagSet, args []string, _, stderr io
 	return serve.Run(ctx, cfg, serve.Options{
 		Version: version,
 		Log:     log,
-		Status: func(g prometheus.Gatherer) http.Handler {
-			return statuspage.New(g, statuspage.Options{})
+		Status: func(ctx context.Context, g prometheus.Gatherer) http.Handler {
+			return statuspage.New(ctx, g, statuspage.Options{})
 		},
 	})
 }

@@ -6,6 +6,7 @@ package statuspage
 
 import (
 	"cmp"
+	"context"
 	"encoding/json"
 	"math"
 	"net/http"
@@ -21,14 +22,15 @@ import (
 
 // Options configure a Page. Zero fields take their defaults.
 type Options struct {
-	// Interval is the least time between two snapshots of the counters
-	// rates are computed from. Default 5s.
+	// Interval is how often the sampler snapshots the counters rates are
+	// computed from. Default 5s.
 	Interval time.Duration
 	// Window is how far back rates look. Default 1m.
 	Window time.Duration
 	// Refresh is how often the browser reloads the page. Default 5s.
 	Refresh time.Duration
-	// Now is the clock. Default time.Now.
+	// Now is the clock snapshots and views are stamped with; the sampler's
+	// ticker runs on real (or synctest) time. Default time.Now.
 	Now func() time.Time
 }
 
@@ -37,9 +39,10 @@ type Options struct {
 // production, A and B, read from the metrics in a Gatherer. Quantiles are
 // computed from the native histograms since start, as histogram_quantile
 // would; the mix's from the classes' histograms merged, never from their
-// quantiles. Rates are computed like rate() over snapshots of the counters
-// taken when the page is served (at most one per Interval, kept for Window)
-// and when the page is created.
+// quantiles. Rates are computed like rate() between the oldest and newest
+// snapshot of the counters within Window. A sampler takes the snapshots,
+// one when the page is created and one per Interval after, whether or not
+// anyone views the page; it keeps at most Window/Interval+1 of them.
 //
 // It serves HTML, or JSON with ?format=json. It is safe for concurrent use.
 type Page struct {
@@ -47,11 +50,13 @@ type Page struct {
 	opts Options
 
 	mu        sync.Mutex
-	snapshots []snapshot
+	snapshots []snapshot // oldest first, at most keep
+	keep      int
 }
 
-// New returns the status page over g and takes the first snapshot.
-func New(g prometheus.Gatherer, opts Options) *Page {
+// New returns the status page over g, takes the first snapshot and starts
+// the sampler, which takes one per Interval until ctx is done.
+func New(ctx context.Context, g prometheus.Gatherer, opts Options) *Page {
 	if opts.Interval <= 0 {
 		opts.Interval = 5 * time.Second
 	}
@@ -64,9 +69,43 @@ func New(g prometheus.Gatherer, opts Options) *Page {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	p := &Page{g: g, opts: opts}
-	p.Status()
+	p := &Page{g: g, opts: opts, keep: int(opts.Window/opts.Interval) + 1}
+	p.sample()
+	go p.run(ctx)
 	return p
+}
+
+// run samples every Interval until ctx is done.
+func (p *Page) run(ctx context.Context) {
+	t := time.NewTicker(p.opts.Interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			p.sample()
+		}
+	}
+}
+
+// sample snapshots the counters, drops snapshots older than Window and
+// keeps at most keep. A failed Gather takes no snapshot; the page reports
+// the error when viewed.
+func (p *Page) sample() {
+	g, err := exporter.Gather(p.g)
+	if err != nil {
+		return
+	}
+	c := readMetrics(g).counters
+	now := p.opts.Now()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.snapshots = append(p.snapshots, snapshot{t: now, counters: c})
+	p.snapshots = slices.DeleteFunc(p.snapshots, func(s snapshot) bool { return now.Sub(s.t) > p.opts.Window })
+	if n := len(p.snapshots); n > p.keep {
+		p.snapshots = slices.Delete(p.snapshots, 0, n-p.keep)
+	}
 }
 
 // Status is what the page shows. Values that cannot be computed yet are
@@ -171,8 +210,8 @@ func (p *Page) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	page.Execute(w, pageData{Status: st, RefreshSeconds: int(math.Ceil(p.opts.Refresh.Seconds()))})
 }
 
-// Status gathers the metrics, takes a snapshot when Interval has passed
-// since the last one, and computes what the page shows.
+// Status gathers the metrics and computes what the page shows, with rates
+// from the sampler's snapshots.
 func (p *Page) Status() (Status, error) {
 	g, err := exporter.Gather(p.g)
 	if err != nil {
@@ -180,7 +219,7 @@ func (p *Page) Status() (Status, error) {
 	}
 	now := p.opts.Now()
 	m := readMetrics(g)
-	from, to, ok := p.snapshot(now, m.counters)
+	from, to, ok := p.window(now)
 
 	st := Status{
 		Time:          now,
@@ -207,20 +246,16 @@ func (p *Page) Status() (Status, error) {
 	return st, nil
 }
 
-// snapshot records c when Interval has passed since the last snapshot,
-// drops snapshots older than Window and returns the oldest and newest kept;
-// ok is false while fewer than two are kept.
-func (p *Page) snapshot(now time.Time, c counters) (from, to snapshot, ok bool) {
+// window returns the oldest and newest snapshot within Window of now; ok
+// is false while there are fewer than two.
+func (p *Page) window(now time.Time) (from, to snapshot, ok bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if n := len(p.snapshots); n == 0 || now.Sub(p.snapshots[n-1].t) >= p.opts.Interval {
-		p.snapshots = append(p.snapshots, snapshot{t: now, counters: c})
-	}
-	p.snapshots = slices.DeleteFunc(p.snapshots, func(s snapshot) bool { return now.Sub(s.t) > p.opts.Window })
-	if len(p.snapshots) < 2 {
+	i := slices.IndexFunc(p.snapshots, func(s snapshot) bool { return now.Sub(s.t) <= p.opts.Window })
+	if i < 0 || len(p.snapshots)-i < 2 {
 		return snapshot{}, snapshot{}, false
 	}
-	return p.snapshots[0], p.snapshots[len(p.snapshots)-1], true
+	return p.snapshots[i], p.snapshots[len(p.snapshots)-1], true
 }
 
 // metrics is what the page reads from one Gather.

@@ -171,7 +171,7 @@ func TestStatusNumbersMatchHistogramsAndInputs(t *testing.T) {
 	}
 	m.MirrorSkipped(exporter.SkipInvalidBody)
 
-	st := mustStatus(t, statuspage.New(reg, statuspage.Options{}))
+	st := mustStatus(t, statuspage.New(t.Context(), reg, statuspage.Options{}))
 	fresh := classStatus(t, st, exporter.ClassFresh)
 	for _, config := range exporter.Configs {
 		s := configStatus(t, fresh, config)
@@ -240,7 +240,7 @@ func TestStatusMixedP95ComesFromMergedHistogram(t *testing.T) {
 	for _, v := range slow {
 		m.ObserveRequest(exporter.ConfigA, exporter.ClassRepeatedPrefix, completed(seconds(v), 5))
 	}
-	st := mustStatus(t, statuspage.New(reg, statuspage.Options{}))
+	st := mustStatus(t, statuspage.New(t.Context(), reg, statuspage.Options{}))
 
 	fresh := value(t, "fresh p95", configStatus(t, classStatus(t, st, exporter.ClassFresh), exporter.ConfigA).TTFTP95Seconds)
 	repeated := value(t, "repeated p95", configStatus(t, classStatus(t, st, exporter.ClassRepeatedPrefix), exporter.ConfigA).TTFTP95Seconds)
@@ -263,13 +263,17 @@ func TestStatusMixedP95ComesFromMergedHistogram(t *testing.T) {
 	}
 }
 
+// The sampler ticks at 0 s, 5 s, 10 s...; the test acts half a second off
+// that grid, so that no tick and no test step share an instant.
 func TestStatusRatesOverWindow(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
 		reg, m := newMetrics(t)
 		for range 20 {
 			m.ObserveRequest(exporter.ConfigA, exporter.ClassFresh, completed(100*time.Millisecond, 20))
 		}
-		p := statuspage.New(reg, statuspage.Options{Interval: 5 * time.Second, Window: time.Minute})
+		p := statuspage.New(ctx, reg, statuspage.Options{Interval: 5 * time.Second, Window: time.Minute})
 
 		st := mustStatus(t, p)
 		a := configStatus(t, classStatus(t, st, exporter.ClassFresh), exporter.ConfigA)
@@ -286,7 +290,7 @@ func TestStatusRatesOverWindow(t *testing.T) {
 			m.ObserveRequest(exporter.ConfigA, exporter.ClassFresh, completed(100*time.Millisecond, 20))
 			m.ObserveRequest(exporter.ConfigB, exporter.ClassRepeatedPrefix, completed(100*time.Millisecond, 8))
 		}
-		time.Sleep(5 * time.Second)
+		time.Sleep(5500 * time.Millisecond)
 		st = mustStatus(t, p)
 		if st.WarmingUp {
 			t.Fatal("still warming up after two snapshots")
@@ -307,44 +311,87 @@ func TestStatusRatesOverWindow(t *testing.T) {
 		checkRate(st.Mixed, exporter.ConfigB, 10, 80)
 		checkRate(st.Mixed, exporter.ConfigProduction, 0, 0)
 
-		// Within Interval no snapshot is taken: the same rates.
-		time.Sleep(2 * time.Second)
+		// Between ticks the rates stay those of the last snapshots.
 		m.ObserveRequest(exporter.ConfigA, exporter.ClassFresh, completed(100*time.Millisecond, 20))
+		time.Sleep(2 * time.Second)
 		checkRate(classStatus(t, mustStatus(t, p), exporter.ClassFresh), exporter.ConfigA, 10, 200)
 
 		// Snapshots at 0 s, 5 s and 10 s: 51 requests over 10 s.
 		time.Sleep(3 * time.Second)
 		checkRate(classStatus(t, mustStatus(t, p), exporter.ClassFresh), exporter.ConfigA, 5.1, 102)
 
-		// Snapshots older than Window are dropped; one left is not a rate.
+		// Two minutes without a view: the sampler kept going, the window
+		// holds the last minute of snapshots and nothing happened in it.
 		time.Sleep(2 * time.Minute)
-		if st := mustStatus(t, p); !st.WarmingUp {
-			t.Error("after a pause longer than the window: not warming up")
+		st = mustStatus(t, p)
+		if st.WarmingUp {
+			t.Fatal("warming up after two minutes without a view")
+		}
+		checkRate(classStatus(t, st, exporter.ClassFresh), exporter.ConfigA, 0, 0)
+		if got, want := statuspage.Snapshots(p), 13; got != want {
+			t.Errorf("%d snapshots kept, want Window/Interval+1 = %d", got, want)
+		}
+	})
+}
+
+// TestStatusSamplesWithoutViews is the first view of a page on a proxy
+// that has served steady traffic for an hour: it shows the rate of the
+// last minute at once.
+func TestStatusSamplesWithoutViews(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		reg, m := newMetrics(t)
+		p := statuspage.New(ctx, reg, statuspage.Options{Interval: 5 * time.Second, Window: time.Minute})
+		time.Sleep(250 * time.Millisecond)
+		for range 3600 {
+			m.ObserveRequest(exporter.ConfigA, exporter.ClassFresh, completed(100*time.Millisecond, 10))
+			m.ObserveRequest(exporter.ConfigA, exporter.ClassFresh, completed(100*time.Millisecond, 10))
+			time.Sleep(time.Second)
+		}
+		st := mustStatus(t, p)
+		if st.WarmingUp {
+			t.Fatal("first view after an hour says warming up")
+		}
+		a := configStatus(t, classStatus(t, st, exporter.ClassFresh), exporter.ConfigA)
+		if got := value(t, "requests/s", a.RequestsPerSecond); got != 2 {
+			t.Errorf("requests/s = %v, want 2", got)
+		}
+		if got := value(t, "tokens/s", a.OutputTokensPerSecond); got != 20 {
+			t.Errorf("tokens/s = %v, want 20", got)
+		}
+		if got, want := statuspage.Snapshots(p), 13; got != want {
+			t.Errorf("%d snapshots kept after an hour, want %d", got, want)
 		}
 	})
 }
 
 func TestStatusRateAcrossCounterReset(t *testing.T) {
-	before, m := newMetrics(t)
-	for range 100 {
-		m.ObserveRequest(exporter.ConfigA, exporter.ClassFresh, completed(100*time.Millisecond, 3))
-	}
-	after, m := newMetrics(t)
-	for range 10 {
-		m.ObserveRequest(exporter.ConfigA, exporter.ClassFresh, completed(100*time.Millisecond, 3))
-	}
-	current := prometheus.Gatherer(before)
-	g := prometheus.GathererFunc(func() ([]*dto.MetricFamily, error) { return current.Gather() })
-	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	p := statuspage.New(g, statuspage.Options{Now: func() time.Time { return now }})
-	current, now = after, now.Add(5*time.Second)
-	a := configStatus(t, classStatus(t, mustStatus(t, p), exporter.ClassFresh), exporter.ConfigA)
-	if got := value(t, "requests/s", a.RequestsPerSecond); got != 2 {
-		t.Errorf("requests/s across a reset = %v, want 10 requests over 5 s", got)
-	}
-	if got := value(t, "tokens/s", a.OutputTokensPerSecond); got != 6 {
-		t.Errorf("tokens/s across a reset = %v, want 30 tokens over 5 s", got)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		before, m := newMetrics(t)
+		for range 100 {
+			m.ObserveRequest(exporter.ConfigA, exporter.ClassFresh, completed(100*time.Millisecond, 3))
+		}
+		after, m := newMetrics(t)
+		for range 10 {
+			m.ObserveRequest(exporter.ConfigA, exporter.ClassFresh, completed(100*time.Millisecond, 3))
+		}
+		var current atomic.Pointer[prometheus.Registry]
+		current.Store(before)
+		g := prometheus.GathererFunc(func() ([]*dto.MetricFamily, error) { return current.Load().Gather() })
+		p := statuspage.New(ctx, g, statuspage.Options{Interval: 5 * time.Second})
+		current.Store(after)
+		time.Sleep(5500 * time.Millisecond)
+		a := configStatus(t, classStatus(t, mustStatus(t, p), exporter.ClassFresh), exporter.ConfigA)
+		if got := value(t, "requests/s", a.RequestsPerSecond); got != 2 {
+			t.Errorf("requests/s across a reset = %v, want 10 requests over 5 s", got)
+		}
+		if got := value(t, "tokens/s", a.OutputTokensPerSecond); got != 6 {
+			t.Errorf("tokens/s across a reset = %v, want 30 tokens over 5 s", got)
+		}
+	})
 }
 
 func TestStatusHTML(t *testing.T) {
@@ -355,7 +402,7 @@ func TestStatusHTML(t *testing.T) {
 		m.ObservePair(exporter.ClassFresh, completed(seconds(v), 12), completed(seconds(v*0.8), 12))
 	}
 	m.MirrorSkipped(exporter.SkipBodyTooLarge)
-	p := statuspage.New(reg, statuspage.Options{Refresh: 7 * time.Second})
+	p := statuspage.New(t.Context(), reg, statuspage.Options{Refresh: 7 * time.Second})
 	rec := httptest.NewRecorder()
 	p.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/", nil))
 	if rec.Code != http.StatusOK || !strings.HasPrefix(rec.Header().Get("Content-Type"), "text/html") {
@@ -404,42 +451,44 @@ func TestStatusHTML(t *testing.T) {
 // TestStatusRecordsAlert shows record write errors and lost records, and
 // whether errors are still happening.
 func TestStatusRecordsAlert(t *testing.T) {
-	reg, m := newMetrics(t)
-	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	p := statuspage.New(reg, statuspage.Options{Now: func() time.Time { return now }})
-	page := func() string {
-		rec := httptest.NewRecorder()
-		p.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/", nil))
-		return rec.Body.String()
-	}
-	if body := page(); strings.Contains(body, `id="records"`) {
-		t.Fatal("records alert without record errors")
-	}
-
-	for range 3 {
-		m.RecordWriteError()
-	}
-	m.RecordsDropped(exporter.RecordDropWriteError, 40)
-	m.RecordsDropped(exporter.RecordDropQueueFull, 2)
-	now = now.Add(5 * time.Second)
-	wantContains := func(body, want string) {
-		t.Helper()
-		if !strings.Contains(body, want) {
-			t.Errorf("page lacks %s", want)
+	synctest.Test(t, func(t *testing.T) {
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		reg, m := newMetrics(t)
+		p := statuspage.New(ctx, reg, statuspage.Options{Interval: 5 * time.Second, Window: time.Minute})
+		page := func() string {
+			rec := httptest.NewRecorder()
+			p.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/", nil))
+			return rec.Body.String()
 		}
-	}
-	wantContains(page(), `<p class="alert" id="records">records: 3 write errors, 3 in the last 60 s; 42 records lost (queue_full 2, write_error 40)</p>`)
+		if body := page(); strings.Contains(body, `id="records"`) {
+			t.Fatal("records alert without record errors")
+		}
+		wantContains := func(body, want string) {
+			t.Helper()
+			if !strings.Contains(body, want) {
+				t.Errorf("page lacks %s", want)
+			}
+		}
 
-	// Two minutes on, the errors are past.
-	now = now.Add(2 * time.Minute)
-	wantContains(page(), `records: 3 write errors since start; 42 records lost`)
-	now = now.Add(5 * time.Second)
-	wantContains(page(), `records: 3 write errors, 0 in the last 60 s;`)
-	st := mustStatus(t, p)
-	if st.Records.WriteErrors != 3 || value(t, "recent write errors", st.Records.RecentWriteErrors) != 0 ||
-		!mapsEqual(st.Records.Dropped, map[string]float64{exporter.RecordDropWriteError: 40, exporter.RecordDropQueueFull: 2}) {
-		t.Errorf("records status = %+v", st.Records)
-	}
+		for range 3 {
+			m.RecordWriteError()
+		}
+		m.RecordsDropped(exporter.RecordDropWriteError, 40)
+		m.RecordsDropped(exporter.RecordDropQueueFull, 2)
+		wantContains(page(), `records: 3 write errors since start; 42 records lost`)
+		time.Sleep(5500 * time.Millisecond)
+		wantContains(page(), `<p class="alert" id="records">records: 3 write errors, 3 in the last 60 s; 42 records lost (queue_full 2, write_error 40)</p>`)
+
+		// Two minutes on, the errors are past.
+		time.Sleep(2 * time.Minute)
+		wantContains(page(), `records: 3 write errors, 0 in the last 60 s;`)
+		st := mustStatus(t, p)
+		if st.Records.WriteErrors != 3 || value(t, "recent write errors", st.Records.RecentWriteErrors) != 0 ||
+			!mapsEqual(st.Records.Dropped, map[string]float64{exporter.RecordDropWriteError: 40, exporter.RecordDropQueueFull: 2}) {
+			t.Errorf("records status = %+v", st.Records)
+		}
+	})
 }
 
 func strconvMillis(ms float64) string {
@@ -452,7 +501,7 @@ func strconvMillis(ms float64) string {
 func TestStatusJSON(t *testing.T) {
 	reg, m := newMetrics(t)
 	m.ObserveRequest(exporter.ConfigA, exporter.ClassFresh, completed(150*time.Millisecond, 12))
-	p := statuspage.New(reg, statuspage.Options{})
+	p := statuspage.New(t.Context(), reg, statuspage.Options{})
 	rec := httptest.NewRecorder()
 	p.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/?format=json", nil))
 	if ct := rec.Header().Get("Content-Type"); ct != "application/json" {
@@ -480,7 +529,7 @@ func TestStatusJSON(t *testing.T) {
 func TestStatusGatherError(t *testing.T) {
 	failing := prometheus.GathererFunc(func() ([]*dto.MetricFamily, error) { return nil, os.ErrDeadlineExceeded })
 	rec := httptest.NewRecorder()
-	statuspage.New(failing, statuspage.Options{}).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/", nil))
+	statuspage.New(t.Context(), failing, statuspage.Options{}).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/", nil))
 	if rec.Code != http.StatusInternalServerError {
 		t.Fatalf("status %d, want 500", rec.Code)
 	}
@@ -532,9 +581,12 @@ func TestStatusPageInChromium(t *testing.T) {
 	start := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 	var elapsed atomic.Int64
 	clock := func() time.Time { return start.Add(time.Duration(elapsed.Load())) }
-	page := statuspage.New(reg, statuspage.Options{Now: clock})
+	page := statuspage.New(t.Context(), reg, statuspage.Options{Now: clock, Interval: 10 * time.Millisecond})
 	syntheticTraffic(m, 3000)
 	elapsed.Store(int64(30 * time.Second))
+	for mustStatus(t, page).WarmingUp {
+		time.Sleep(10 * time.Millisecond)
+	}
 	srv := httptest.NewServer(exporter.Handler(reg, func() bool { return true }, page))
 	defer srv.Close()
 

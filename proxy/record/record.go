@@ -12,6 +12,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/kestrelops/tandem/exporter"
@@ -36,6 +37,29 @@ type Record struct {
 	PromptTokens       int     `json:"prompt_tokens"`
 	CachedPromptTokens int     `json:"cached_prompt_tokens"`
 	FinishReason       string  `json:"finish_reason,omitempty"`
+	// Mirror says, on a production record when tandem mirrors, what became
+	// of the request on the arms: MirrorMirrored, MirrorNotSampled, or
+	// Skipped(reason) when it was sampled but not mirrored. Empty on the
+	// arms' records, without arms, and in files older than the field.
+	Mirror string `json:"mirror,omitempty"`
+}
+
+// The values of Record.Mirror other than Skipped's.
+const (
+	MirrorMirrored   = "mirrored"
+	MirrorNotSampled = "not_sampled"
+)
+
+const skippedPrefix = "skipped:"
+
+// Skipped is the Mirror value of a sampled request not mirrored for reason,
+// one of exporter.SkipReasons.
+func Skipped(reason string) string { return skippedPrefix + reason }
+
+// SkipReason is the reason of a Skipped Mirror value, and false for any
+// other value.
+func (r Record) SkipReason() (string, bool) {
+	return strings.CutPrefix(r.Mirror, skippedPrefix)
 }
 
 // New builds the record of one observation.

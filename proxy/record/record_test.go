@@ -246,3 +246,25 @@ func TestObservationIsWhatNewRecorded(t *testing.T) {
 		t.Errorf("Observation() = %+v, want %+v", got, o)
 	}
 }
+
+func TestMirrorFieldIsOptional(t *testing.T) {
+	old := `{"time":"2026-01-01T00:00:00Z","config":"production","class":"fresh","outcome":"completed","first_token":true,"ttft_seconds":0.1,"last_token_seconds":0.2,"duration_seconds":0.2,"output_tokens":3,"prompt_tokens":5,"cached_prompt_tokens":0}
+{"time":"2026-01-01T00:00:01Z","config":"production","class":"fresh","outcome":"completed","first_token":true,"ttft_seconds":0.1,"last_token_seconds":0.2,"duration_seconds":0.2,"output_tokens":3,"prompt_tokens":5,"cached_prompt_tokens":0,"mirror":"skipped:overloaded"}
+`
+	recs, stats, err := Read(strings.NewReader(old))
+	if err != nil || stats.Skipped != 0 || len(recs) != 2 {
+		t.Fatalf("read %d records, %+v, %v", len(recs), stats, err)
+	}
+	if recs[0].Mirror != "" {
+		t.Errorf("a record without the field has mirror %q", recs[0].Mirror)
+	}
+	if _, ok := recs[0].SkipReason(); ok {
+		t.Error("a record without the field has a skip reason")
+	}
+	if reason, ok := recs[1].SkipReason(); !ok || reason != exporter.SkipOverloaded || recs[1].Mirror != Skipped(exporter.SkipOverloaded) {
+		t.Errorf("skip reason %q, %v from %q", reason, ok, recs[1].Mirror)
+	}
+	if _, ok := (Record{Mirror: MirrorMirrored}).SkipReason(); ok {
+		t.Error("a mirrored record has a skip reason")
+	}
+}

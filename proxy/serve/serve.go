@@ -30,8 +30,9 @@ type Options struct {
 	Version string
 	Log     *slog.Logger
 	// Status, when set, is served at / on the metrics listener; it is given
-	// the registry tandem's metrics live in.
-	Status func(prometheus.Gatherer) http.Handler
+	// the registry tandem's metrics live in and a context that ends when
+	// Run returns, for the work it does in the background.
+	Status func(context.Context, prometheus.Gatherer) http.Handler
 	// Registry, when set, receives tandem's metrics (the demo reads them for
 	// its progress line); otherwise Run makes its own.
 	Registry *prometheus.Registry
@@ -101,7 +102,7 @@ func Run(ctx context.Context, cfg Config, o Options) error {
 	var ready atomic.Bool
 	var status http.Handler
 	if o.Status != nil {
-		status = o.Status(reg)
+		status = o.Status(ctx, reg)
 	}
 	// Every request's context ends when cutAll is called at the end of the
 	// grace period, which also closes upgraded (websocket) connections.

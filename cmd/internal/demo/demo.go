@@ -133,10 +133,12 @@ func Run(ctx context.Context, c Config, stdout, stderr io.Writer) error {
 	served := make(chan error, 1)
 	go func() {
 		served <- serve.Run(serveCtx, cfg, serve.Options{
-			Version:   "demo",
-			Log:       log,
-			Registry:  reg,
-			Status:    func(g prometheus.Gatherer) http.Handler { return statuspage.New(g, statuspage.Options{}) },
+			Version:  "demo",
+			Log:      log,
+			Registry: reg,
+			Status: func(ctx context.Context, g prometheus.Gatherer) http.Handler {
+				return statuspage.New(ctx, g, statuspage.Options{})
+			},
 			Listening: func(p, m string) { listening <- [2]string{p, m} },
 		})
 	}()

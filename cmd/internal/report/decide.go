@@ -69,7 +69,7 @@ func (r *Report) decide(ev evidence, o Options, mirrored map[string]float64) {
 		}
 	}
 	if s := float64(r.Validity.SkippedShare); math.IsNaN(s) {
-		r.Because = append(r.Because, "Overload skips are not in per-request records; the Prometheus source reports their share.")
+		r.Because = append(r.Because, "The share of sampled requests skipped for overload is unknown: these records predate it (the Prometheus source reports it).")
 	} else {
 		r.Because = append(r.Because, fmt.Sprintf("%s of sampled requests were skipped because an arm was at its in-flight limit.", percent(s)))
 		if s > o.SkipTolerance {

@@ -31,6 +31,9 @@ func FromRecords(recs []record.Record, read record.ReadStats, o Options) (*Repor
 	pairs := map[string]map[string]*pair{}
 	var production map[string]float64
 	estimated := 0
+	// overloaded and mirrored count the production records that say so;
+	// files older than Record.Mirror say neither and leave the share NaN.
+	overloaded, mirrored := 0, 0
 	ev := evidence{source: "records", skippedShare: math.NaN()}
 	if read.Skipped > 0 {
 		ev.warnings = append(ev.warnings, skippedLines(read))
@@ -47,6 +50,11 @@ func FromRecords(recs []record.Record, read record.ReadStats, o Options) (*Repor
 				production = map[string]float64{}
 			}
 			production[r.Class]++
+			if reason, _ := r.SkipReason(); reason == exporter.SkipOverloaded {
+				overloaded++
+			} else if r.Mirror == record.MirrorMirrored {
+				mirrored++
+			}
 			continue
 		}
 		if side < 0 {
@@ -148,6 +156,9 @@ func FromRecords(recs []record.Record, read record.ReadStats, o Options) (*Repor
 	}
 	ev.mixed = input(MixedClass, all, allPairs)
 	ev.production = production
+	if overloaded+mirrored > 0 {
+		ev.skippedShare = float64(overloaded) / float64(overloaded+mirrored)
+	}
 	ev.notMixedReplay = separateSpans(spans)
 	if estimated > 0 {
 		ev.warnings = append(ev.warnings, fmt.Sprintf("%d records counted output tokens from frames because the server sent no usage", estimated))

@@ -398,3 +398,35 @@ func TestTokenMismatchKeepsMixTTFTClaim(t *testing.T) {
 	wantContains(t, "mix sentence", mix, "For the observed traffic mix", "TTFT p95", "no other claim, because output token counts differ")
 	wantNotContains(t, "mix sentence", mix, "carry no claim of their own")
 }
+
+// TestSkippedShareFromRecords: production records say what became of the
+// mirror; files older than that field leave the share unknown.
+func TestSkippedShareFromRecords(t *testing.T) {
+	old := fromRecords(t, interleaved(300, 300))
+	if s := float64(old.Validity.SkippedShare); !math.IsNaN(s) {
+		t.Errorf("skipped share without the mirror field = %g, want NaN", s)
+	}
+
+	recs := interleaved(300, 300)
+	n := 0
+	for i := range recs {
+		if recs[i].Config != exporter.ConfigProduction {
+			continue
+		}
+		switch n++; {
+		case n <= 500:
+			recs[i].Mirror = record.MirrorMirrored
+		case n <= 560:
+			recs[i].Mirror = record.Skipped(exporter.SkipOverloaded)
+		case n <= 580:
+			recs[i].Mirror = record.Skipped(exporter.SkipOverBudget)
+		default:
+			recs[i].Mirror = record.MirrorNotSampled
+		}
+	}
+	r := fromRecords(t, recs)
+	if got := float64(r.Validity.SkippedShare); !near(got, 60.0/560) {
+		t.Errorf("skipped share = %g, want 60 overloaded of 560 sampled and not over budget", got)
+	}
+	wantContains(t, "because", r.Because, "10.7% of sampled requests were skipped because an arm was at its in-flight limit.")
+}
