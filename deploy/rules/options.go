@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"net/url"
 	"time"
+
+	"github.com/kestrelops/tandem/exporter/verdict"
 )
 
 // Options are the thresholds, windows and durations of the generated rules.
@@ -18,10 +20,14 @@ type Options struct {
 	EvaluationInterval time.Duration
 	// MinCompleted is the number of completed requests each arm needs in the
 	// window before the arms are compared, and production needs before its
-	// objective is checked. Default 100.
+	// objective is checked. Default verdict.MinPairs, the pairs the report
+	// needs before it judges a class.
 	MinCompleted int
 
-	// TTFTRegression is how far B's TTFT p95 may exceed A's. Default 0.1.
+	// TTFTRegression is how far, as a fraction of A's, B's TTFT p95 may
+	// exceed A's. Default verdict.Margin, the report's equivalence margin:
+	// the alert fires where the report's point estimate of B - A is above
+	// the margin that its slower verdict needs the whole interval above.
 	TTFTRegression    float64
 	TTFTRegressionFor time.Duration // Default 10m.
 
@@ -60,8 +66,8 @@ type Options struct {
 func DefaultOptions() Options {
 	return Options{
 		Window:                  5 * time.Minute,
-		MinCompleted:            100,
-		TTFTRegression:          0.1,
+		MinCompleted:            verdict.MinPairs,
+		TTFTRegression:          verdict.Margin,
 		TTFTRegressionFor:       10 * time.Minute,
 		OutputRateRegression:    0.1,
 		OutputRateRegressionFor: 10 * time.Minute,

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/kestrelops/tandem/deploy/rules"
+	"github.com/kestrelops/tandem/exporter/verdict"
 )
 
 func TestValidate(t *testing.T) {
@@ -99,5 +100,16 @@ func TestAlertsAreDocumented(t *testing.T) {
 	}
 	if alerts != 6 {
 		t.Errorf("%d alerts, want 6", alerts)
+	}
+}
+
+// TestDefaultsAreTheReports pins the link between the pager and the judge:
+// the TTFT regression alert's threshold is the report's equivalence margin
+// and its minimum count the report's minimum pairs.
+func TestDefaultsAreTheReports(t *testing.T) {
+	o := rules.DefaultOptions()
+	if o.TTFTRegression != verdict.Margin || o.MinCompleted != verdict.MinPairs {
+		t.Errorf("TTFT regression %g with %d completed per arm; the report's margin is %g with %d pairs",
+			o.TTFTRegression, o.MinCompleted, verdict.Margin, verdict.MinPairs)
 	}
 }

@@ -51,8 +51,8 @@ type Config struct {
 
 // RegisterFlags defines the demo's flags on fs.
 func (c *Config) RegisterFlags(fs *flag.FlagSet) {
-	fs.DurationVar(&c.Duration, "duration", 60*time.Second, "how long the load runs")
-	fs.Float64Var(&c.Rate, "rate", 8, "requests per second (Poisson arrivals, open loop)")
+	fs.DurationVar(&c.Duration, "duration", 75*time.Second, "how long the load runs")
+	fs.Float64Var(&c.Rate, "rate", 10, "requests per second (Poisson arrivals, open loop)")
 	fs.Int64Var(&c.Seed, "seed", 1, "seed of the workload and the simulated engines")
 	fs.StringVar(&c.ListenAddr, "listen-addr", "127.0.0.1:8080", "proxy listener")
 	fs.StringVar(&c.MetricsAddr, "metrics-addr", "127.0.0.1:9464", "metrics and status page listener")
