@@ -72,7 +72,14 @@ func failureOfError(ctx context.Context, err error) string {
 	case ctx.Err() != nil:
 		return "canceled"
 	}
-	return clientReason(err)
+	if reason := clientReason(err); reason != "request failed" {
+		return reason
+	}
+	// Not a network error: the transport's own words, without the URL.
+	if ue, ok := errors.AsType[*url.Error](err); ok {
+		err = ue.Err
+	}
+	return err.Error()
 }
 
 // CheckArms asks each arm once for its models (GET /v1/models with its key)
@@ -98,7 +105,8 @@ const maxModelsBytes = 1 << 20
 func (u *upstream) models(ctx context.Context) ([]string, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.url.JoinPath("v1", "models").String(), nil)
+	models := u.url.JoinPath("v1", "models")
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, models.String(), nil)
 	if err != nil {
 		return nil, err
 	}
@@ -108,15 +116,11 @@ func (u *upstream) models(ctx context.Context) ([]string, error) {
 	}
 	resp, err := u.transport.RoundTrip(req)
 	if err != nil {
-		var ue *url.Error
-		if errors.As(err, &ue) {
-			err = ue.Err
-		}
 		return nil, errors.New(failureOfError(ctx, err))
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return nil, errors.New("GET /v1/models answered " + resp.Status)
+		return nil, errors.New("GET " + models.Path + " answered " + resp.Status)
 	}
 	var list struct {
 		Data *[]struct {

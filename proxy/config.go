@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -43,7 +44,7 @@ type Config struct {
 	ShadowTimeout          time.Duration `env:"SHADOW_TIMEOUT, default=120s" doc:"Deadline of one mirrored request on an arm."`
 	ShadowMaxInFlight      int           `env:"SHADOW_MAX_IN_FLIGHT, default=1024" doc:"Mirrored requests in flight per arm; when either arm is full neither gets the request (skipped as overloaded). Size it for sampled requests per second times stream duration: 1024 holds 8 per second of 2-minute streams. Each costs a goroutine, a connection and small buffers per arm (bodies count against TANDEM_MAX_BUFFERED_BYTES)."`
 	ShadowMaxResponseBytes int64         `env:"SHADOW_MAX_RESPONSE_BYTES, default=33554432" doc:"Most tandem reads of one arm's response; a longer one is cut and counted as truncated."`
-	ShadowReadRate         int64         `env:"SHADOW_READ_RATE, default=67108864" doc:"Bytes per second tandem reads from both arms together (bursts of one second allowed); a shadow read beyond it is cut and counted as truncated, so the arms can never take production's CPU."`
+	ShadowReadRate         int64         `env:"SHADOW_READ_RATE, default=67108864" doc:"Bytes per second tandem reads from both arms together (bursts of one second allowed); a shadow read beyond it is cut and counted as truncated, which bounds the CPU the arms take from production."`
 	MirrorMaxBodyBytes     int64         `env:"MIRROR_MAX_BODY_BYTES, default=4194304" doc:"Largest request body mirrored; larger bodies go to production untouched and are not mirrored."`
 	MaxBufferedBytes       int64         `env:"MAX_BUFFERED_BYTES, default=67108864" doc:"Every byte tandem holds for measurement (request bodies, their prompts, mirrored bodies, partial stream frames) counts against this budget; when it is spent, requests still go to production untouched, unmeasured (skipped as over_budget)."`
 
@@ -137,6 +138,13 @@ func (c Config) Validate() error {
 			return err
 		}
 	}
+	if c.Mode == ModeInline {
+		for _, u := range []struct{ name, value string }{{"A_URL", c.AURL}, {"B_URL", c.BURL}} {
+			if u.value != "" && strings.TrimSuffix(u.value, "/") == strings.TrimSuffix(c.PrimaryURL, "/") {
+				return Invalid(u.name, "is production's URL: mirrored requests would add their load to production")
+			}
+		}
+	}
 	if (c.AURL == "") != (c.BURL == "") {
 		if c.AURL == "" {
 			return Invalid("A_URL", "must be set when TANDEM_B_URL is set (set both arms or neither)")
@@ -186,8 +194,8 @@ func (c Config) Validate() error {
 			return err
 		}
 	}
-	if 2*c.MirrorMaxBodyBytes > c.MaxBufferedBytes {
-		return Invalid("MIRROR_MAX_BODY_BYTES", "must be at most half of TANDEM_MAX_BUFFERED_BYTES (%d): a mirrored body is held with its prompt, got %d",
+	if heldPerBodyByte*c.MirrorMaxBodyBytes > c.MaxBufferedBytes {
+		return Invalid("MIRROR_MAX_BODY_BYTES", "must be at most a quarter of TANDEM_MAX_BUFFERED_BYTES (%d): a mirrored body is held with its prompt, got %d",
 			c.MaxBufferedBytes, c.MirrorMaxBodyBytes)
 	}
 	for _, err := range []error{
@@ -270,6 +278,18 @@ func checkURL(name, raw string) error {
 	}
 	if u.User != nil {
 		return Invalid(name, "must not carry credentials; use the API key variables")
+	}
+	if strings.ContainsAny(raw, " \t\r\n") || u.Hostname() == "" || u.Fragment != "" || u.RawQuery != "" {
+		return Invalid(name, "must be a base URL: scheme, host, optional port and path, no spaces, query or fragment, got %q", raw)
+	}
+	if port := u.Port(); port != "" {
+		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+			return Invalid(name, "has port %s, want 1 to 65535", port)
+		}
+	}
+	if strings.HasSuffix(strings.TrimSuffix(u.Path, "/"), "/v1") {
+		return Invalid(name, "ends in /v1, but tandem appends the client's whole path (/v1/chat/completions): give the server's base URL, e.g. %s",
+			strings.TrimSuffix(strings.TrimSuffix(raw, "/"), "/v1"))
 	}
 	return nil
 }

@@ -31,6 +31,11 @@ func TestConfigInvalid(t *testing.T) {
 		want string
 	}{
 		{map[string]string{"TANDEM_PRIMARY_URL": ""}, "invalid TANDEM_PRIMARY_URL: is required: the base URL of production, e.g. http://vllm:8000"},
+		{map[string]string{"TANDEM_PRIMARY_URL": "http://vllm:8000/v1"}, "invalid TANDEM_PRIMARY_URL: ends in /v1, but tandem appends the client's whole path (/v1/chat/completions): give the server's base URL, e.g. http://vllm:8000"},
+		{map[string]string{"TANDEM_A_URL": "http://a:99999"}, "invalid TANDEM_A_URL: has port 99999, want 1 to 65535"},
+		{map[string]string{"TANDEM_B_URL": "http://:8000"}, `invalid TANDEM_B_URL: must be a base URL: scheme, host, optional port and path, no spaces, query or fragment, got "http://:8000"`},
+		{map[string]string{"TANDEM_PRIMARY_URL": "http://p:8000/ "}, `invalid TANDEM_PRIMARY_URL: must be a base URL: scheme, host, optional port and path, no spaces, query or fragment, got "http://p:8000/ "`},
+		{map[string]string{"TANDEM_A_URL": "http://prod:8000/"}, "invalid TANDEM_A_URL: is production's URL: mirrored requests would add their load to production"},
 		{map[string]string{"TANDEM_MODE": "shadow"}, `invalid TANDEM_MODE: must be inline or tap, got "shadow"`},
 		{map[string]string{"TANDEM_MODE": "tap", "TANDEM_A_URL": "", "TANDEM_B_URL": ""}, "invalid TANDEM_MODE: tap needs TANDEM_A_URL and TANDEM_B_URL: in tap mode tandem measures only the arms"},
 		{map[string]string{"TANDEM_PRIMARY_URL": "vllm:8000"}, `invalid TANDEM_PRIMARY_URL: must be an absolute http or https URL, got "vllm:8000"`},
@@ -53,7 +58,7 @@ func TestConfigInvalid(t *testing.T) {
 		{map[string]string{"TANDEM_EXTRA_CLASSES": "Batch Jobs", "TANDEM_CLASS_HEADER": "X-Class"}, `invalid TANDEM_EXTRA_CLASSES: class "Batch Jobs" must be 1 to 64 characters of a-z, 0-9 and _`},
 		{map[string]string{"TANDEM_EXTRA_CLASSES": "fresh", "TANDEM_CLASS_HEADER": "X-Class"}, `invalid TANDEM_EXTRA_CLASSES: class "fresh" is built in`},
 		{map[string]string{"TANDEM_MIRROR_MAX_BODY_BYTES": "9223372036854775807"}, "invalid TANDEM_MIRROR_MAX_BODY_BYTES: must be between 1 and 1073741824, got 9223372036854775807"},
-		{map[string]string{"TANDEM_MIRROR_MAX_BODY_BYTES": "104857600"}, "invalid TANDEM_MIRROR_MAX_BODY_BYTES: must be at most half of TANDEM_MAX_BUFFERED_BYTES (67108864): a mirrored body is held with its prompt, got 104857600"},
+		{map[string]string{"TANDEM_MIRROR_MAX_BODY_BYTES": "104857600"}, "invalid TANDEM_MIRROR_MAX_BODY_BYTES: must be at most a quarter of TANDEM_MAX_BUFFERED_BYTES (67108864): a mirrored body is held with its prompt, got 104857600"},
 		{map[string]string{"TANDEM_PREFIX_INDEX_ENTRIES": "3000000000"}, "invalid TANDEM_PREFIX_INDEX_ENTRIES: must be between 1 and 10000000, got 3000000000"},
 		{map[string]string{"TANDEM_A_API_KEY": "sk-abc\n"}, `invalid TANDEM_A_API_KEY: must not contain spaces or control characters (byte 6 is '\n'); a key read from a file often ends in a newline`},
 		{map[string]string{"TANDEM_B_NAME": "b\x00"}, `invalid TANDEM_B_NAME: must be printable UTF-8, got "b\x00"`},

@@ -134,8 +134,8 @@ func TestArmFaultsNeverReachProduction(t *testing.T) {
 			aOut: exporter.OutcomeCompleted, bOut: exporter.OutcomeIncomplete, pair: exporter.PairBFailed},
 		{name: "B slow drip", b: testupstream.Script{Frames: drip}, pace: len(drip) - 1,
 			aOut: exporter.OutcomeCompleted, bOut: exporter.OutcomeCompleted, pair: exporter.PairBothCompleted, bTokens: 3},
-		{name: "B 1 MiB frame", b: testupstream.Script{Frames: largeFrames()},
-			aOut: exporter.OutcomeCompleted, bOut: exporter.OutcomeCompleted, pair: exporter.PairBothCompleted, bTokens: 1},
+		{name: "B 1 MiB frame", b: testupstream.Script{Frames: largeFrames()}, // longer than the meter reads
+			aOut: exporter.OutcomeCompleted, bOut: exporter.OutcomeTruncated, pair: exporter.PairBFailed},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -242,8 +242,10 @@ func TestProductionLargeFrameIsByteIdentical(t *testing.T) {
 		t.Fatalf("production body: %d bytes, want the %d sent", len(body), len(want))
 	}
 	r.idle()
-	if n := r.value(t, exporter.MetricRequests, map[string]string{"config": "production", "class": "fresh", "outcome": "completed"}); n != 1 {
-		t.Errorf("production completed = %v, want 1", n)
+	// The frame is longer than the meter reads (sse.MaxLineBytes): passed on
+	// whole, but the measurement says it missed it.
+	if n := r.value(t, exporter.MetricRequests, map[string]string{"config": "production", "class": "fresh", "outcome": exporter.OutcomeTruncated}); n != 1 {
+		t.Errorf("production truncated = %v, want 1", n)
 	}
 }
 
@@ -283,6 +285,7 @@ func TestProductionDripIsForwardedAsItArrives(t *testing.T) {
 		t.Fatalf("after the stream: %q, %v", rest, err)
 	}
 	r.front.Close()
+	r.idle() // production is recorded in the background, after its handler returns
 	if n := r.value(t, exporter.MetricRequests, map[string]string{"config": "production", "class": "fresh", "outcome": "completed"}); n != 1 {
 		t.Errorf("production completed = %v, want 1", n)
 	}
@@ -312,6 +315,7 @@ func TestPrimaryCutReachesClientAsCut(t *testing.T) {
 		t.Errorf("client got a fake end: %q", got)
 	}
 	r.front.Close()
+	r.idle() // production is recorded in the background, after its handler returns
 	if n := r.value(t, exporter.MetricRequests, map[string]string{"config": "production", "class": "fresh", "outcome": "incomplete"}); n != 1 {
 		t.Errorf("production incomplete = %v, want 1", n)
 	}
@@ -337,6 +341,7 @@ func TestClientGoneMidStream(t *testing.T) {
 	resp.Body.Close()
 	receive(t, r.prod.Canceled(), "production upstream seeing the cancellation")
 	r.front.Close()
+	r.idle() // production is recorded in the background, after its handler returns
 	if n := r.value(t, exporter.MetricRequests, map[string]string{"config": "production", "class": "fresh", "outcome": "canceled"}); n != 1 {
 		t.Errorf("production canceled = %v, want 1", n)
 	}
@@ -383,6 +388,7 @@ func TestSlowReaderBackPressure(t *testing.T) {
 		t.Fatalf("client read %d bytes (%v), want %d", n, err, total)
 	}
 	r.front.Close()
+	r.idle() // production is recorded in the background, after its handler returns
 	if n := r.value(t, exporter.MetricRequests, map[string]string{"config": "production", "class": "fresh", "outcome": "completed"}); n != 1 {
 		t.Errorf("production completed = %v, want 1", n)
 	}

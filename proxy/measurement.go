@@ -103,7 +103,7 @@ func (m *measurement) done(outcome string, end time.Time) {
 		var o exporter.Observation
 		if m.meter != nil {
 			o = m.meter.Observation()
-			if m.meter.Overspent() && outcome == exporter.OutcomeCompleted {
+			if m.meter.Dropped() && outcome == exporter.OutcomeCompleted {
 				// A frame was dropped unread: what it said is unknown.
 				outcome = exporter.OutcomeTruncated
 			}

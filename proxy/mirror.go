@@ -43,6 +43,20 @@ func (s *Server) releaseSlots() {
 // bytes) and holds them in the budget. When it cannot, it counts the
 // request as skipped and returns a nil hold and the reason.
 func (s *Server) shadowBodies(api sse.API, body []byte) (_ [][]byte, _ *held, skip string) {
+	// Take a bound of what the rewritten bodies will hold before writing
+	// them: the body with stream options and the arm's model added.
+	models := map[string]bool{}
+	var bound int64
+	for _, arm := range s.arms {
+		if !models[arm.model] {
+			models[arm.model] = true
+			bound += int64(len(body)+6*len(arm.model)) + rewriteOverhead // \u00XX escapes at most
+		}
+	}
+	if !s.budget.Take(bound) {
+		s.skip(exporter.SkipOverBudget)
+		return nil, nil, exporter.SkipOverBudget
+	}
 	bodies := make([][]byte, len(s.arms))
 	byModel := map[string][]byte{}
 	var size int64
@@ -53,6 +67,7 @@ func (s *Server) shadowBodies(api sse.API, body []byte) (_ [][]byte, _ *held, sk
 			if b, err = rewriteBody(api, body, arm.model); err != nil {
 				// The body parsed as a prompt, so this cannot happen short of a bug.
 				s.log.Error("building mirrored request", "config", arm.config, "err", err)
+				s.budget.Give(bound)
 				s.skip(exporter.SkipInvalidBody)
 				return nil, nil, exporter.SkipInvalidBody
 			}
@@ -61,12 +76,18 @@ func (s *Server) shadowBodies(api sse.API, body []byte) (_ [][]byte, _ *held, sk
 		}
 		bodies[i] = b
 	}
-	if !s.budget.Take(size) {
+	if size > bound && !s.budget.Take(size-bound) { // cannot happen short of a bug
+		s.budget.Give(bound)
 		s.skip(exporter.SkipOverBudget)
 		return nil, nil, exporter.SkipOverBudget
 	}
+	s.budget.Give(bound - min(size, bound))
 	return bodies, s.budget.hold(size, 1), ""
 }
+
+// rewriteOverhead bounds what rewriteBody adds to a body besides the model:
+// "stream":true and "stream_options":{"include_usage":true} with separators.
+const rewriteOverhead = 128
 
 // startMirror sends the request to the arms, whose slots the caller took.
 // The shadows run in their own goroutines; the caller never waits for them.

@@ -44,6 +44,7 @@ func TestOpenAIClientStreamsThroughTandem(t *testing.T) {
 	if proxied.Usage.CompletionTokens != 7 || proxied.Usage.CompletionTokens != direct.Usage.CompletionTokens || proxied.Usage.PromptTokens != direct.Usage.PromptTokens {
 		t.Fatalf("usage through tandem %+v, directly %+v", proxied.Usage, direct.Usage)
 	}
+	r.front.Close() // the client stops reading at [DONE]: let tandem's handler read the end first
 	r.idle()
 	for _, config := range exporter.Configs {
 		if n := r.value(t, exporter.MetricTimeToFirstToken, map[string]string{"config": config, "class": "fresh"}); n != 1 {

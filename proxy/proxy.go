@@ -147,9 +147,11 @@ func newUpstream(config, rawURL string, key Secret, model string, maxInFlight in
 	if err != nil {
 		return nil, fmt.Errorf("%s URL: %w", config, err)
 	}
-	up := &upstream{config: config, url: u, apiKey: key, model: model, transport: NewTransport()}
+	transport := NewTransport()
+	up := &upstream{config: config, url: u, apiKey: key, model: model, transport: transport}
 	if maxInFlight > 0 {
 		up.slots = make(chan struct{}, maxInFlight)
+		transport.MaxResponseHeaderBytes = maxArmHeaderBytes
 	}
 	return up, nil
 }
@@ -245,9 +247,10 @@ func (s *Server) classifyAndMirror(api sse.API, in *url.URL, classHeader, keyHea
 		s.skip(exporter.SkipInvalidBody)
 		return classified{}
 	}
-	// The body's hold covers a prompt as long as the body; a longer one
-	// (numbers written shorter than their canonical form) takes the rest.
-	if extra := int64(len(prompt.Text) - len(body)); extra > 0 {
+	// The body's hold covers a prompt of up to promptGrowth times the body
+	// (invalid UTF-8 triples when decoded); a longer one, which the parser
+	// has already allocated, takes the rest or is not used.
+	if extra := int64(len(prompt.Text) - promptGrowth*len(body)); extra > 0 {
 		if !s.budget.Take(extra) {
 			s.skip(exporter.SkipOverBudget)
 			return classified{}
@@ -284,7 +287,8 @@ func headerValue(r *http.Request, name string) string {
 }
 
 // readBody reads a mirrorable body of at most MirrorMaxBodyBytes whole,
-// holding twice its size in the budget (the body, then its prompt), and
+// holding heldPerBodyByte times its size in the budget (the body, then its
+// prompt), and
 // returns the hold, which has two owners: the production request and its
 // classification. When it cannot (skip names why, or is empty for a failed
 // read), hold is nil and r.Body is replaced by a reader that yields every
@@ -297,10 +301,10 @@ func (s *Server) readBody(r *http.Request) (body []byte, hold *held, skip string
 	var taken int64
 	if r.ContentLength >= 0 {
 		// One allocation, one larger than the body, to see its end.
-		if !s.budget.Take(2 * (r.ContentLength + 1)) {
+		if !s.budget.Take(heldPerBodyByte * (r.ContentLength + 1)) {
 			return nil, nil, exporter.SkipOverBudget
 		}
-		taken = 2 * (r.ContentLength + 1)
+		taken = heldPerBodyByte * (r.ContentLength + 1)
 		body = make([]byte, 0, r.ContentLength+1)
 	}
 	replay := func(err error) {
@@ -310,11 +314,11 @@ func (s *Server) readBody(r *http.Request) (body []byte, hold *held, skip string
 	for {
 		if len(body) == cap(body) {
 			grow := min(max(int64(cap(body)), 32<<10), limit+1-int64(cap(body)))
-			if !s.budget.Take(2 * grow) {
+			if !s.budget.Take(heldPerBodyByte * grow) {
 				replay(nil)
 				return nil, nil, exporter.SkipOverBudget
 			}
-			taken += 2 * grow
+			taken += heldPerBodyByte * grow
 			body = append(make([]byte, 0, int64(cap(body))+grow), body...)
 		}
 		n, err := r.Body.Read(body[len(body):cap(body)])
@@ -335,6 +339,15 @@ func (s *Server) readBody(r *http.Request) (body []byte, hold *held, skip string
 	r.Body = io.NopCloser(bytes.NewReader(body))
 	return body, s.budget.hold(taken, 2), ""
 }
+
+// A body read for classification is held with its prompt, whose canonical
+// text can be up to promptGrowth times as long as the body: invalid UTF-8
+// becomes three-byte replacement characters, and a number such as 1e9 is
+// written out in full.
+const (
+	promptGrowth    = 3
+	heldPerBodyByte = 1 + promptGrowth
+)
 
 type replayBody struct {
 	io.Reader
@@ -403,6 +416,11 @@ func (s *Server) clientError(w http.ResponseWriter, r *http.Request, err error) 
 	w.WriteHeader(status)
 	fmt.Fprintf(w, `{"error":{"message":%q,"type":"tandem_client_error"}}`+"\n",
 		"tandem: the request body could not be read: "+http.StatusText(status))
+	// Go's server would wait, with no deadline, for up to 256 KiB more of
+	// the body before closing: the answer is out, so stop reading now.
+	rc := http.NewResponseController(w)
+	rc.Flush()
+	rc.SetReadDeadline(time.Now())
 }
 
 func hasContentEncoding(h http.Header) bool {

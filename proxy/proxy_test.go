@@ -75,12 +75,30 @@ func newRig(t *testing.T, prod, a, b testupstream.Script, env map[string]string)
 func (r *rig) waitValue(t *testing.T, name string, labels map[string]string, want float64) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
-	for r.value(t, name, labels) != want {
+	for !r.has(t, name, labels) || r.value(t, name, labels) != want {
 		if time.Now().After(deadline) {
 			t.Fatalf("%s%v = %v after 10s, want %v", name, labels, r.value(t, name, labels), want)
 		}
 		time.Sleep(time.Millisecond)
 	}
+}
+
+// has reports whether the series exists yet: one not created up front
+// (an arm's, a skip reason's) appears with its first value.
+func (r *rig) has(t *testing.T, name string, labels map[string]string) bool {
+	t.Helper()
+	mfs, err := r.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			if mf.GetName() == name && labelsMatch(m, labels) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // idle waits until every mirrored request has been recorded.
@@ -387,7 +405,8 @@ func TestShadowOutcomes(t *testing.T) {
 		{"both 429", testupstream.Script{Status: 429}, testupstream.Script{Status: 429}, exporter.OutcomeError, exporter.OutcomeError, exporter.PairBothFailed},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := newRig(t, testupstream.Script{}, tc.a, tc.b, map[string]string{"TANDEM_SHADOW_TIMEOUT": "300ms"})
+			// Both arms must answer within the shadow timeout: 300ms was missed under -race on a busy machine.
+			r := newRig(t, testupstream.Script{}, tc.a, tc.b, map[string]string{"TANDEM_SHADOW_TIMEOUT": "2s"})
 			_, body := post(t, r.front.URL, chatBody, nil)
 			if string(body) != testupstream.StreamBody(3) {
 				t.Fatalf("production body altered: %q", body)
@@ -532,13 +551,7 @@ func TestOverloadedRequestDoesNotTeachTheArmsIndex(t *testing.T) {
 	post(t, r.front.URL, `{"model":"m","messages":[{"role":"user","content":"an unrelated first prompt"}]}`, nil)
 	<-r.a.Arrived()
 	post(t, r.front.URL, chatBody, nil)
-	overloaded := map[string]string{"reason": exporter.SkipOverloaded}
-	for deadline := time.Now().Add(10 * time.Second); r.value(t, exporter.MetricMirrorSkipped, overloaded) != 1; {
-		if time.Now().After(deadline) {
-			t.Fatal("second request never skipped as overloaded")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	r.waitValue(t, exporter.MetricMirrorSkipped, map[string]string{"reason": exporter.SkipOverloaded}, 1)
 	close(release)
 	r.idle()
 	post(t, r.front.URL, chatBody, nil)

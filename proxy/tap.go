@@ -20,13 +20,13 @@ func (s *Server) serveTap(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	body, hold, skip := s.readBody(r)
+	if err := bodyFailure(r); err != nil {
+		s.clientError(w, r, err)
+		return
+	}
 	w.WriteHeader(http.StatusNoContent)
 	if hold == nil {
-		// Too large, over budget, or cut short: gateways drop the bodies
-		// of large requests from their copies, and a copy is only a copy.
-		if skip == "" {
-			skip = exporter.SkipInvalidBody
-		}
+		// Too large or over budget: a copy is only a copy.
 		s.skip(skip)
 		return
 	}

@@ -35,6 +35,16 @@ func NewTransport() *http.Transport {
 		ExpectContinueTimeout: time.Second,
 		// Compression is left to the client and upstream: tandem must not
 		// rewrite Accept-Encoding on the production path.
-		DisableCompression: true,
+		DisableCompression:     true,
+		MaxResponseHeaderBytes: maxProductionHeaderBytes,
 	}
 }
+
+// Response header limits. Production's headers go to the client, so its
+// limit is generous (nginx's default is 8 KiB); an arm's are read only by
+// tandem, and each of up to TANDEM_SHADOW_MAX_IN_FLIGHT shadows per arm may
+// hold them, so they are kept small.
+const (
+	maxProductionHeaderBytes = 1 << 20
+	maxArmHeaderBytes        = 64 << 10
+)

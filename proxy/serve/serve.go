@@ -91,12 +91,12 @@ func Run(ctx context.Context, cfg Config, o Options) error {
 
 	proxyLn, err := net.Listen("tcp", cfg.ListenAddr)
 	if err != nil {
-		return abort(fmt.Errorf("proxy listener: %w", err))
+		return abort(fmt.Errorf("TANDEM_LISTEN_ADDR: proxy listener: %w", err))
 	}
 	metricsLn, err := net.Listen("tcp", cfg.MetricsAddr)
 	if err != nil {
 		proxyLn.Close()
-		return abort(fmt.Errorf("metrics listener: %w", err))
+		return abort(fmt.Errorf("TANDEM_METRICS_ADDR: metrics listener: %w", err))
 	}
 
 	var ready atomic.Bool

@@ -171,11 +171,30 @@ func TestShutdownFinishesProductionAndCancelsShadows(t *testing.T) {
 	for _, u := range []*testupstream.Server{prod, a, b} {
 		t.Cleanup(u.Close)
 	}
-	r := start(t, prod, a, b, "30s")
+	reg := prometheus.NewRegistry()
+	r := startWith(t, prod.URL, a, b, map[string]string{"TANDEM_SHUTDOWN_GRACE": "30s"}, reg)
 
 	resp, got := openStream(t, r.proxyAddr)
 	defer resp.Body.Close()
 	receive(t, a.Arrived(), "A receiving the mirrored request")
+	// Shadows still running when production ends are canceled: B must be recorded before.
+	bRecorded := func() bool {
+		g, err := exporter.Gather(reg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for s := range g.Series(exporter.MetricRequests) {
+			if s.Label(exporter.LabelConfig) == exporter.ConfigB && s.Value() > 0 {
+				return true
+			}
+		}
+		return false
+	}
+	for deadline := time.Now().Add(10 * time.Second); !bRecorded(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("B never finished")
+		}
+	}
 	r.cancel()
 	waitRefused(t, r.proxyAddr)
 	select {

@@ -85,9 +85,9 @@ func (m *Meter) SetBudget(b Budget) { m.parser.SetBudget(b) }
 // Release gives back what the meter took from its budget.
 func (m *Meter) Release() { m.parser.Release() }
 
-// Overspent reports whether a frame was dropped for want of budget: the
-// observation then misses what that frame said.
-func (m *Meter) Overspent() bool { return m.parser.Overspent() }
+// Dropped reports whether a frame was dropped unread (too long, or no
+// budget for it): the observation then misses what that frame said.
+func (m *Meter) Dropped() bool { return m.parser.Dropped() }
 
 // SetStreaming tells the meter whether the body is text/event-stream (true)
 // or a single JSON document (false). Call it before the first Write.

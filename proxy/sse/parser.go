@@ -53,7 +53,7 @@ type Parser struct {
 
 	budget    Budget // nil: unbounded but for MaxLineBytes
 	charged   int64  // bytes taken from budget for the buffers held now
-	overspent bool   // a line or event was dropped because budget refused it
+	dropped   bool   // a line or event was dropped: too long, or no budget for it
 }
 
 // Budget is shared memory a Parser takes its buffers from, beyond the first
@@ -78,9 +78,9 @@ func (p *Parser) Release() {
 	p.budget = refusing{}
 }
 
-// Overspent reports whether a line or event was dropped because the budget
-// had no room for it.
-func (p *Parser) Overspent() bool { return p.overspent }
+// Dropped reports whether a line or event was dropped unread: longer than
+// MaxLineBytes, or the budget had no room for it.
+func (p *Parser) Dropped() bool { return p.dropped }
 
 type refusing struct{}
 
@@ -142,7 +142,7 @@ func (p *Parser) carry(b []byte) {
 	}
 	line, ok := p.grow(p.line, len(b))
 	if !ok {
-		p.overlong = true
+		p.overlong, p.dropped = true, true
 		p.line = p.reuse(p.line)
 		return
 	}
@@ -163,7 +163,6 @@ func (p *Parser) grow(buf []byte, n int) ([]byte, bool) {
 	if p.budget != nil {
 		more := chargeable(size) - chargeable(cap(buf))
 		if more > 0 && !p.budget.Take(more) {
-			p.overspent = true
 			return buf, false
 		}
 		p.charged += more
@@ -218,7 +217,7 @@ func (p *Parser) processLine(line []byte, emit func(Event)) {
 		}
 		data, ok := p.grow(p.data, len(value)+1)
 		if !ok {
-			p.dataOverflow = true
+			p.dataOverflow, p.dropped = true, true
 			p.data = p.reuse(p.data)
 			return
 		}

@@ -205,8 +205,8 @@ func TestParserTakesLongLinesFromItsBudget(t *testing.T) {
 	if len(got) != 3 || got[0] != long[6:len(long)-2] || got[1] != "short" || got[2] != long[6:len(long)-2] {
 		t.Errorf("events %d, want the two long ones and the short one, without the one over budget", len(got))
 	}
-	if !p.Overspent() {
-		t.Error("Overspent is false after a line was dropped for the budget")
+	if !p.Dropped() {
+		t.Error("Dropped is false after a line was dropped for the budget")
 	}
 	p.Release()
 	if budget.used != 0 {
@@ -215,5 +215,18 @@ func TestParserTakesLongLinesFromItsBudget(t *testing.T) {
 	p.Feed([]byte(long), emit)
 	if budget.used != 0 || len(got) != 3 {
 		t.Errorf("a released parser took %d bytes and emitted %d events", budget.used, len(got)-3)
+	}
+}
+
+func TestParserSaysWhenALineIsTooLong(t *testing.T) {
+	var p Parser
+	var got int
+	p.Feed([]byte("data: short\n\n"), func(Event) { got++ })
+	if p.Dropped() || got != 1 {
+		t.Fatalf("a short event: dropped %v, %d events", p.Dropped(), got)
+	}
+	p.Feed([]byte("data: "+strings.Repeat("x", MaxLineBytes+1)+"\n\ndata: after\n\n"), func(Event) { got++ })
+	if !p.Dropped() || got != 2 {
+		t.Errorf("a line over MaxLineBytes: dropped %v, %d events; want true and only the event after it", p.Dropped(), got)
 	}
 }
