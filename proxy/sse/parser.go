@@ -51,9 +51,9 @@ type Parser struct {
 	name         []byte
 	lastName     string // the last dispatched name, reused to avoid allocation
 
-	budget    Budget // nil: unbounded but for MaxLineBytes
-	charged   int64  // bytes taken from budget for the buffers held now
-	dropped   bool   // a line or event was dropped: too long, or no budget for it
+	budget  Budget // nil: unbounded but for MaxLineBytes
+	charged int64  // bytes taken from budget for the buffers held now
+	dropped bool   // a line or event was dropped: too long, or no budget for it
 }
 
 // Budget is shared memory a Parser takes its buffers from, beyond the first
