@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"sync"
@@ -337,5 +338,28 @@ func TestStalledBodyConnectionIsClosedAfterItsAnswer(t *testing.T) {
 		if !strings.HasPrefix(string(got), "HTTP/1.1 408") {
 			t.Errorf("%s: answered %.40q, want 408", path, got)
 		}
+	}
+}
+
+// TestArmHeadersAreBounded: an arm answering with huge headers is cut at
+// 64 KiB (each of its shadows would otherwise hold up to Go's 10 MiB) and
+// the log says why; production is unaffected.
+func TestArmHeadersAreBounded(t *testing.T) {
+	huge := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Pad", strings.Repeat("p", 1<<20))
+		w.WriteHeader(http.StatusOK)
+	}))
+	defer huge.Close()
+	r := newRig(t, testupstream.Script{}, testupstream.Script{}, testupstream.Script{}, nil)
+	r.server.arms[1].url = mustParse(t, huge.URL)
+	if _, body := post(t, r.front.URL, chatBody, nil); string(body) != testupstream.StreamBody(3) {
+		t.Fatalf("production answer changed: %q", body)
+	}
+	r.idle()
+	if n := r.value(t, exporter.MetricRequests, map[string]string{"config": "B", "class": "fresh", "outcome": exporter.OutcomeError}); n != 1 {
+		t.Errorf("B error = %v, want 1", n)
+	}
+	if logs := r.logs.String(); !strings.Contains(logs, "header") {
+		t.Errorf("the log does not say B's headers were too large:\n%s", logs)
 	}
 }
