@@ -363,3 +363,26 @@ func TestArmHeadersAreBounded(t *testing.T) {
 		t.Errorf("the log does not say B's headers were too large:\n%s", logs)
 	}
 }
+
+// TestRequestTrailersReachProduction: a chunked body's trailers reach
+// production on every path, read whole by tandem or passed through.
+func TestRequestTrailersReachProduction(t *testing.T) {
+	got := make(chan string, 4)
+	prod := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		got <- r.Trailer.Get("X-Checksum")
+	}))
+	defer prod.Close()
+	r := newRig(t, testupstream.Script{}, testupstream.Script{}, testupstream.Script{}, nil)
+	r.server.primary.url = mustParse(t, prod.URL)
+	addr := strings.TrimPrefix(r.front.URL, "http://")
+	for _, path := range []string{"/v1/chat/completions", "/v1/other"} {
+		raw := "POST " + path + " HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nTrailer: X-Checksum\r\nConnection: close\r\n\r\n" +
+			fmt.Sprintf("%x\r\n%s\r\n", len(chatBody), chatBody) + "0\r\nX-Checksum: c0ffee\r\n\r\n"
+		rawExchange(t, addr, raw, false)
+		if trailer := <-got; trailer != "c0ffee" {
+			t.Errorf("%s: production got trailer %q, want c0ffee", path, trailer)
+		}
+	}
+	r.idle()
+}

@@ -114,6 +114,9 @@ func New(cfg Config, m *exporter.Metrics, records *record.Writer, log *slog.Logg
 			// ReverseProxy drops query parameters it cannot parse (a=1;b=2,
 			// %zz); production gets the client's query as sent.
 			pr.Out.URL.RawQuery = pr.In.URL.RawQuery
+			// The client's trailers arrive once its body has been read,
+			// into In's map: share it, so they reach production too.
+			pr.Out.Trailer = pr.In.Trailer
 			pr.SetURL(s.primary.url)
 			// Rewrite drops forwarding headers; production gets the client's own.
 			for _, h := range []string{"Forwarded", "X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto"} {
