@@ -166,7 +166,29 @@ func (s *Server) Shutdown() {
 }
 
 // ServeHTTP sends r to production and, when sampled, mirrors it to A and B.
+//
+// Its own frame is kept small: the handler goroutine's stack, held for the
+// whole life of a stream, grows to the depth reached when ReverseProxy
+// writes the response headers, and a few hundred bytes more there double it
+// (from 8 to 16 KiB). Everything before the hand-off runs in prepare.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	r, done := s.prepare(w, r)
+	if r == nil {
+		return
+	}
+	if done != nil {
+		defer done()
+	}
+	s.reverse.ServeHTTP(w, r)
+}
+
+// prepare does everything ServeHTTP does before production gets the
+// request: it returns the request to send, with done to call once the
+// response has been relayed, or a nil request when it has answered r itself
+// (tap mode, a failed client body).
+//
+//go:noinline
+func (s *Server) prepare(w http.ResponseWriter, r *http.Request) (*http.Request, func()) {
 	// A body tandem does not read whole goes to production as it arrives.
 	// Without full duplex, Go's HTTP/1 server consumes the rest of it once
 	// production's answer starts, stalling the answer or cutting the
@@ -183,31 +205,27 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if s.cfg.Mode == ModeTap {
 		s.serveTap(w, r)
-		return
+		return nil, nil
 	}
 	api, llm := apiForPath(r.URL.Path)
 	if !llm {
-		s.reverse.ServeHTTP(w, r)
-		return
+		return r, nil
 	}
 	if r.Method != http.MethodPost || hasContentEncoding(r.Header) {
 		s.skip(exporter.SkipUnsupported)
-		s.reverse.ServeHTTP(w, r)
-		return
+		return r, nil
 	}
 	body, hold, skip := s.readBody(r)
 	if err := bodyFailure(r); err != nil {
 		s.clientError(w, r, err)
-		return
+		return nil, nil
 	}
 	if hold == nil {
 		// Too large or over budget: production gets every byte,
 		// untouched, and the request is not measured.
 		s.skip(skip)
-		s.reverse.ServeHTTP(w, r)
-		return
+		return r, nil
 	}
-	defer hold.done()
 	// Classifying and mirroring run beside production: the production
 	// request leaves as soon as its body is read.
 	class := make(chan string, 1)
@@ -229,7 +247,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			}
 		}()
 	})
-	s.reverse.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), measurementKey{}, &measuredRequest{m, body})))
+	return r.WithContext(context.WithValue(r.Context(), measurementKey{}, &measuredRequest{m, body})), hold.done
 }
 
 // classifyAndMirror decides the request's production class and, when it is
