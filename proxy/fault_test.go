@@ -283,6 +283,7 @@ func TestProductionDripIsForwardedAsItArrives(t *testing.T) {
 		t.Fatalf("after the stream: %q, %v", rest, err)
 	}
 	r.front.Close()
+	r.idle() // the measurement is recorded beside the handler
 	if n := r.value(t, exporter.MetricRequests, map[string]string{"config": "production", "class": "fresh", "outcome": "completed"}); n != 1 {
 		t.Errorf("production completed = %v, want 1", n)
 	}
@@ -312,6 +313,7 @@ func TestPrimaryCutReachesClientAsCut(t *testing.T) {
 		t.Errorf("client got a fake end: %q", got)
 	}
 	r.front.Close()
+	r.idle() // the measurement is recorded beside the handler
 	if n := r.value(t, exporter.MetricRequests, map[string]string{"config": "production", "class": "fresh", "outcome": "incomplete"}); n != 1 {
 		t.Errorf("production incomplete = %v, want 1", n)
 	}
@@ -337,6 +339,7 @@ func TestClientGoneMidStream(t *testing.T) {
 	resp.Body.Close()
 	receive(t, r.prod.Canceled(), "production upstream seeing the cancellation")
 	r.front.Close()
+	r.idle() // the measurement is recorded beside the handler
 	if n := r.value(t, exporter.MetricRequests, map[string]string{"config": "production", "class": "fresh", "outcome": "canceled"}); n != 1 {
 		t.Errorf("production canceled = %v, want 1", n)
 	}
@@ -383,6 +386,7 @@ func TestSlowReaderBackPressure(t *testing.T) {
 		t.Fatalf("client read %d bytes (%v), want %d", n, err, total)
 	}
 	r.front.Close()
+	r.idle() // the measurement is recorded beside the handler
 	if n := r.value(t, exporter.MetricRequests, map[string]string{"config": "production", "class": "fresh", "outcome": "completed"}); n != 1 {
 		t.Errorf("production completed = %v, want 1", n)
 	}

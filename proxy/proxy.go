@@ -198,10 +198,13 @@ func (s *Server) prepare(w http.ResponseWriter, r *http.Request) (*http.Request,
 	if r.ContentLength > 0 {
 		http.NewResponseController(w).EnableFullDuplex()
 	}
+	// One context value for all tandem keeps of the request: each
+	// WithContext copies the request.
+	var st *requestState
 	if r.Body != nil && r.Body != http.NoBody {
-		cb := &clientBody{ReadCloser: r.Body, rc: http.NewResponseController(w), timeout: s.cfg.BodyReadTimeout}
-		r = r.WithContext(context.WithValue(r.Context(), clientBodyKey{}, cb))
-		r.Body = cb
+		st = &requestState{body: &clientBody{ReadCloser: r.Body, rc: http.NewResponseController(w), timeout: s.cfg.BodyReadTimeout}}
+		r = r.WithContext(context.WithValue(r.Context(), requestStateKey{}, st))
+		r.Body = st.body
 	}
 	if s.cfg.Mode == ModeTap {
 		s.serveTap(w, r)
@@ -247,7 +250,27 @@ func (s *Server) prepare(w http.ResponseWriter, r *http.Request) (*http.Request,
 			}
 		}()
 	})
-	return r.WithContext(context.WithValue(r.Context(), measurementKey{}, &measuredRequest{m, body})), hold.done
+	if st == nil {
+		st = &requestState{}
+		r = r.WithContext(context.WithValue(r.Context(), requestStateKey{}, st))
+	}
+	st.measured = measuredRequest{m, body}
+	return r, hold.done
+}
+
+// requestState is what tandem keeps of a production request, in its
+// context: its client body, and its measurement when it is measured.
+type requestState struct {
+	body     *clientBody     // nil for a request without a body
+	measured measuredRequest // zero when not measured
+}
+
+type requestStateKey struct{}
+
+// stateOf returns r's state, or nil.
+func stateOf(r *http.Request) *requestState {
+	st, _ := r.Context().Value(requestStateKey{}).(*requestState)
+	return st
 }
 
 // classifyAndMirror decides the request's production class and, when it is
@@ -367,8 +390,6 @@ type clientBody struct {
 	failed  atomic.Pointer[error]
 }
 
-type clientBodyKey struct{}
-
 func (b *clientBody) Read(p []byte) (int, error) {
 	rc := b.rc
 	rc.SetReadDeadline(time.Now().Add(b.timeout))
@@ -386,8 +407,8 @@ func (b *clientBody) Read(p []byte) (int, error) {
 
 // bodyFailure returns the error that ended the client's body early, if any.
 func bodyFailure(r *http.Request) error {
-	if cb, ok := r.Context().Value(clientBodyKey{}).(*clientBody); ok {
-		if err := cb.failed.Load(); err != nil {
+	if st := stateOf(r); st != nil && st.body != nil {
+		if err := st.body.failed.Load(); err != nil {
 			return *err
 		}
 	}
@@ -468,11 +489,13 @@ func (s *Server) observe(config, class, pairID string, start time.Time, o export
 
 // bufferPool recycles the copy buffers of the reverse proxy. A buffer is
 // held for the whole life of a stream, and stream frames are far smaller
-// than a buffer, so buffers are 8 KiB (nginx's proxy_buffer_size on most
-// platforms) rather than ReverseProxy's default 32 KiB.
+// than a buffer, so buffers are 4 KiB (one memory page: nginx's default
+// proxy_buffer_size on x86-64) rather than ReverseProxy's default 32 KiB.
+// A read holds at most what arrived since the last one, one frame or a few
+// when tokens stream.
 type bufferPool struct{}
 
-const copyBufferBytes = 8 << 10
+const copyBufferBytes = 4 << 10
 
 var copyBuffers = sync.Pool{New: func() any { b := make([]byte, copyBufferBytes); return &b }}
 
