@@ -38,6 +38,8 @@ type variant struct {
 	ext  external    // nil when the proxy, if any, runs in this process
 	prod *upstream   // production
 	arms []*upstream // mirrored-to upstreams, held with production in the memory phase
+	// tapHere: nginx mirrors to a tandem that runs in this process
+	tapHere bool
 }
 
 // tally is everything measured of one variant.
@@ -201,7 +203,7 @@ func startVariants(ctx context.Context, c Config, p plan, stderr io.Writer, stop
 			return nil, "", err
 		}
 		*stops = append(*stops, stop)
-		tapURL = url
+		tapURL, tap.tapHere = url, true
 	}
 	nt, err := startNginx(ctx, p.nginx, strings.TrimPrefix(prod.url, "http://"), strings.TrimPrefix(tapURL, "http://"), peak)
 	if err != nil {
@@ -322,8 +324,8 @@ func (v *variant) filesPerStream() int {
 	if v.name != Direct && v.ext == nil {
 		files += v.proxyFilesPerStream()
 	}
-	if v.name == NginxTap {
-		files += 1 + len(v.arms) // tandem's, when it runs in this process
+	if v.tapHere {
+		files += 1 + len(v.arms) // tandem's: from nginx, and to A and B
 	}
 	return files
 }
