@@ -22,18 +22,16 @@ import (
 // measurement, which stamps the start of the clock at the hand-off.
 type measuredTransport struct{ next http.RoundTripper }
 
-type measurementKey struct{}
-
 // measuredRequest is what a measured production request carries in its
-// context: its measurement and its body, read whole.
+// context (requestState): its measurement and its body, read whole.
 type measuredRequest struct {
 	m    *measurement
 	body []byte
 }
 
 func (t measuredTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	if mr, ok := req.Context().Value(measurementKey{}).(*measuredRequest); ok {
-		return mr.m.handOff(t.next, withBodyInMemory(req, mr.body))
+	if st := stateOf(req); st != nil && st.measured.m != nil {
+		return st.measured.m.handOff(t.next, withBodyInMemory(req, st.measured.body))
 	}
 	return t.next.RoundTrip(req)
 }

@@ -171,7 +171,29 @@ func (s *Server) Shutdown() {
 }
 
 // ServeHTTP sends r to production and, when sampled, mirrors it to A and B.
+//
+// Its own frame is kept small: the handler goroutine's stack, held for the
+// whole life of a stream, grows to the depth reached when ReverseProxy
+// writes the response headers, and a few hundred bytes more there double it
+// (from 8 to 16 KiB). Everything before the hand-off runs in prepare.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	r, done := s.prepare(w, r)
+	if r == nil {
+		return
+	}
+	if done != nil {
+		defer done()
+	}
+	s.reverse.ServeHTTP(w, r)
+}
+
+// prepare does everything ServeHTTP does before production gets the
+// request: it returns the request to send, with done to call once the
+// response has been relayed, or a nil request when it has answered r itself
+// (tap mode, a failed client body).
+//
+//go:noinline
+func (s *Server) prepare(w http.ResponseWriter, r *http.Request) (*http.Request, func()) {
 	// A body tandem does not read whole goes to production as it arrives.
 	// Without full duplex, Go's HTTP/1 server consumes the rest of it once
 	// production's answer starts, stalling the answer or cutting the
@@ -181,38 +203,37 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.ContentLength > 0 {
 		http.NewResponseController(w).EnableFullDuplex()
 	}
+	// One context value for all tandem keeps of the request: each
+	// WithContext copies the request.
+	var st *requestState
 	if r.Body != nil && r.Body != http.NoBody {
-		cb := &clientBody{ReadCloser: r.Body, rc: http.NewResponseController(w), timeout: s.cfg.BodyReadTimeout}
-		r = r.WithContext(context.WithValue(r.Context(), clientBodyKey{}, cb))
-		r.Body = cb
+		st = &requestState{body: &clientBody{ReadCloser: r.Body, rc: http.NewResponseController(w), timeout: s.cfg.BodyReadTimeout}}
+		r = r.WithContext(context.WithValue(r.Context(), requestStateKey{}, st))
+		r.Body = st.body
 	}
 	if s.cfg.Mode == ModeTap {
 		s.serveTap(w, r)
-		return
+		return nil, nil
 	}
 	api, llm := apiForPath(r.URL.Path)
 	if !llm {
-		s.reverse.ServeHTTP(w, r)
-		return
+		return r, nil
 	}
 	if r.Method != http.MethodPost || hasContentEncoding(r.Header) {
 		s.skip(exporter.SkipUnsupported)
-		s.reverse.ServeHTTP(w, r)
-		return
+		return r, nil
 	}
 	body, hold, skip := s.readBody(r)
 	if err := bodyFailure(r); err != nil {
 		s.clientError(w, r, err)
-		return
+		return nil, nil
 	}
 	if hold == nil {
 		// Too large or over budget: production gets every byte,
 		// untouched, and the request is not measured.
 		s.skip(skip)
-		s.reverse.ServeHTTP(w, r)
-		return
+		return r, nil
 	}
-	defer hold.done()
 	// Classifying and mirroring run beside production: the production
 	// request leaves as soon as its body is read.
 	class := make(chan classified, 1)
@@ -234,7 +255,27 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			}
 		}()
 	})
-	s.reverse.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), measurementKey{}, &measuredRequest{m, body})))
+	if st == nil {
+		st = &requestState{}
+		r = r.WithContext(context.WithValue(r.Context(), requestStateKey{}, st))
+	}
+	st.measured = measuredRequest{m, body}
+	return r, hold.done
+}
+
+// requestState is what tandem keeps of a production request, in its
+// context: its client body, and its measurement when it is measured.
+type requestState struct {
+	body     *clientBody     // nil for a request without a body
+	measured measuredRequest // zero when not measured
+}
+
+type requestStateKey struct{}
+
+// stateOf returns r's state, or nil.
+func stateOf(r *http.Request) *requestState {
+	st, _ := r.Context().Value(requestStateKey{}).(*requestState)
+	return st
 }
 
 // classified is what became of a production request beside production:
@@ -379,8 +420,6 @@ type clientBody struct {
 	failed  atomic.Pointer[error]
 }
 
-type clientBodyKey struct{}
-
 func (b *clientBody) Read(p []byte) (int, error) {
 	rc := b.rc
 	rc.SetReadDeadline(time.Now().Add(b.timeout))
@@ -398,8 +437,8 @@ func (b *clientBody) Read(p []byte) (int, error) {
 
 // bodyFailure returns the error that ended the client's body early, if any.
 func bodyFailure(r *http.Request) error {
-	if cb, ok := r.Context().Value(clientBodyKey{}).(*clientBody); ok {
-		if err := cb.failed.Load(); err != nil {
+	if st := stateOf(r); st != nil && st.body != nil {
+		if err := st.body.failed.Load(); err != nil {
 			return *err
 		}
 	}
@@ -487,11 +526,13 @@ func (s *Server) observe(config, class, pairID, mirror string, start time.Time, 
 
 // bufferPool recycles the copy buffers of the reverse proxy. A buffer is
 // held for the whole life of a stream, and stream frames are far smaller
-// than a buffer, so buffers are 8 KiB (nginx's proxy_buffer_size on most
-// platforms) rather than ReverseProxy's default 32 KiB.
+// than a buffer, so buffers are 4 KiB (one memory page: nginx's default
+// proxy_buffer_size on x86-64) rather than ReverseProxy's default 32 KiB.
+// A read holds at most what arrived since the last one, one frame or a few
+// when tokens stream.
 type bufferPool struct{}
 
-const copyBufferBytes = 8 << 10
+const copyBufferBytes = 4 << 10
 
 var copyBuffers = sync.Pool{New: func() any { b := make([]byte, copyBufferBytes); return &b }}
 

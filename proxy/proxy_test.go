@@ -32,6 +32,7 @@ type rig struct {
 	front      *httptest.Server
 	reg        *prometheus.Registry
 	logs       *syncBuffer // tandem's log, at debug level
+	handlers   sync.WaitGroup
 }
 
 func newRig(t *testing.T, prod, a, b testupstream.Script, env map[string]string) *rig {
@@ -58,7 +59,11 @@ func newRig(t *testing.T, prod, a, b testupstream.Script, env map[string]string)
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.front = httptest.NewServer(r.server)
+	r.front = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		r.handlers.Add(1)
+		defer r.handlers.Done()
+		r.server.ServeHTTP(w, req)
+	}))
 	t.Cleanup(func() {
 		r.front.Close()
 		r.server.Shutdown()
@@ -101,8 +106,13 @@ func (r *rig) has(t *testing.T, name string, labels map[string]string) bool {
 	return false
 }
 
-// idle waits until every mirrored request has been recorded.
-func (r *rig) idle() { r.server.background.Wait() }
+// idle waits until every request has been recorded. A client can have its
+// whole answer before tandem reads the end of production's body, which ends
+// the measurement: first the handlers, then what they started.
+func (r *rig) idle() {
+	r.handlers.Wait()
+	r.server.background.Wait()
+}
 
 // value returns the value of the counter or gauge name with exactly labels,
 // or the sample count of a histogram.

@@ -93,7 +93,7 @@ func checkRun(t *testing.T, c Config) string {
 
 	columns := []string{Direct, Tandem0, Tandem1, Reference}
 	if _, err := exec.LookPath(c.Nginx); c.Nginx != "" && err == nil {
-		columns = append(columns, Nginx)
+		columns = append(columns, Nginx, NginxTap)
 	} else if !strings.Contains(out.String(), "nginx left out") {
 		t.Errorf("nginx was not run, but the output does not say so")
 	}

@@ -54,23 +54,41 @@ http {
         server {{.Upstream}};
         keepalive 256;
     }
-
+{{if .Mirror}}
+    upstream tandem {
+        server {{.Mirror}};
+        keepalive 256;
+    }
+{{end}}
     server {
         listen {{.Listen}} backlog=4096;
         location / {
-            proxy_pass http://engine;
+{{if .Mirror}}            mirror /_tandem;
+            mirror_request_body on;
+{{end}}            proxy_pass http://engine;
             proxy_http_version 1.1;
             proxy_set_header Connection "";
             proxy_buffering off;
             proxy_read_timeout 300s;
         }
-    }
+{{if .Mirror}}        location = /_tandem {
+            internal;
+            proxy_pass http://tandem$request_uri;
+            proxy_http_version 1.1;
+            proxy_set_header Connection "";
+            proxy_connect_timeout 1s;
+            proxy_read_timeout 2s;
+        }
+{{end}}    }
 }
 `))
 
 // startNginx runs the nginx binary at path in front of upstreamAddr
-// (host:port), able to hold streams concurrent streams.
-func startNginx(ctx context.Context, path, upstreamAddr string, streams int) (*nginx, error) {
+// (host:port), able to hold streams concurrent streams. When mirrorAddr
+// (host:port) is not empty, nginx mirrors every request, body included, to
+// it, as a gateway in front of tandem in tap mode does; the mirror's answers
+// are discarded.
+func startNginx(ctx context.Context, path, upstreamAddr, mirrorAddr string, streams int) (*nginx, error) {
 	out, err := exec.CommandContext(ctx, path, "-v").CombinedOutput()
 	if err != nil {
 		return nil, fmt.Errorf("%s -v: %w: %s", path, err, out)
@@ -88,10 +106,11 @@ func startNginx(ctx context.Context, path, upstreamAddr string, streams int) (*n
 	if os.Geteuid() == 0 {
 		user = "root"
 	}
-	// Each stream is two connections, to the client and to the upstream.
-	connections := 2*streams + 1024
+	// Each stream is two connections, to the client and to the upstream,
+	// and a third to the mirror when there is one.
+	connections := 3*streams + 1024
 	vars := map[string]any{
-		"Dir": dir, "User": user, "Upstream": upstreamAddr, "Listen": "127.0.0.1:" + port,
+		"Dir": dir, "User": user, "Upstream": upstreamAddr, "Mirror": mirrorAddr, "Listen": "127.0.0.1:" + port,
 		"Connections": connections, "Files": connections + 1024, "Workers": runtime.GOMAXPROCS(0),
 	}
 	var conf strings.Builder

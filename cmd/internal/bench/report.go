@@ -10,7 +10,8 @@ import (
 const (
 	targetThroughput  = 0.95     // relay throughput, as a share of nginx's
 	targetP99Mirror   = 0.10     // production p99 TTFT with sampling 1 over sampling 0, at most 1+this
-	targetStreamBytes = 64 << 10 // memory per in-flight stream
+	targetStreamBytes = 32 << 10 // memory per in-flight stream
+	targetReference   = 1.05     // tandem s=0 over the bare Go proxy: CPU, added TTFT, 1/throughput
 )
 
 // report is the results table and what is needed to read it.
@@ -22,14 +23,25 @@ type report struct {
 	command string
 }
 
-// row is one metric: a cell per variant, tandem s=0 against nginx, the
-// target and whether it was met.
+// row is one metric: a cell per variant, tandem s=0 against nginx and
+// against the bare Go proxy, the targets and whether each was met.
 type row struct {
 	metric  string
 	cells   map[string]string
 	vsNginx string
+	vsRef   string
 	target  string
 	result  string
+}
+
+// check adds one more target and its result to the row.
+func (r *row) check(target, result string) {
+	if r.target != "" {
+		r.target += "; "
+		r.result += "; "
+	}
+	r.target += target
+	r.result += result
 }
 
 // Row labels.
@@ -54,9 +66,11 @@ func failedHeldLabel(n int) string { return fmt.Sprintf("Failed streams, %d in f
 func buildReport(c Config, p plan, variants []*variant, tallies map[string]*tally) report {
 	r := report{command: c.command()}
 	separate := map[string]bool{} // the proxy runs in processes of its own
+	tap := false
 	for _, v := range variants {
 		r.columns = append(r.columns, v.name)
 		r.nginx = r.nginx || v.name == Nginx
+		tap = tap || v.name == NginxTap
 		separate[v.name] = v.ext != nil
 	}
 	direct := tallies[Direct]
@@ -92,12 +106,18 @@ func buildReport(c Config, p plan, variants []*variant, tallies map[string]*tall
 			if r.nginx {
 				row.vsNginx = fmt.Sprintf("%.2f× added", ratio(added(Tandem0), added(Nginx)))
 			}
+			row.vsRef = fmt.Sprintf("%.2f× added", ratio(added(Tandem0), added(Reference)))
 			if q.name == "p50" {
-				row.target = "tandem s=0 adds no more than nginx"
-				row.result = needsNginx(func() bool { return added(Tandem0) <= added(Nginx) })
+				row.check("tandem s=0 adds no more than nginx", needsNginx(func() bool { return added(Tandem0) <= added(Nginx) }))
+				row.check(fmt.Sprintf("tandem s=0 adds ≤ %.2f× what Go ReverseProxy adds", targetReference),
+					verdict(added(Tandem0) <= targetReference*added(Reference)))
 			} else {
-				row.target = fmt.Sprintf("s=1 within %.0f%% of s=0", targetP99Mirror*100)
-				row.result = verdict(value(Tandem1) <= (1+targetP99Mirror)*value(Tandem0))
+				row.check(fmt.Sprintf("s=1 within %.0f%% of s=0", targetP99Mirror*100), verdict(value(Tandem1) <= (1+targetP99Mirror)*value(Tandem0)))
+			}
+			if tap {
+				noise := spread(tallies[Nginx].rounds[conc], q.q)
+				row.check(fmt.Sprintf("nginx + tandem tap adds ≤ nginx's round-to-round range (%.3f ms)", noise*1e3),
+					verdict(value(NginxTap)-value(Nginx) <= noise))
 			}
 			r.rows = append(r.rows, row)
 		}
@@ -108,7 +128,7 @@ func buildReport(c Config, p plan, variants []*variant, tallies map[string]*tall
 		t := tallies[name]
 		return float64(t.frames[sat]) / t.wall[sat].Seconds()
 	}
-	tp := row{metric: labelThroughput, cells: map[string]string{}, target: fmt.Sprintf("tandem s=0 ≥ %.2f× nginx", targetThroughput)}
+	tp := row{metric: labelThroughput, cells: map[string]string{}}
 	for _, name := range r.columns {
 		tp.cells[name] = fmt.Sprintf("%.0f frames/s", throughput(name))
 		if name != Direct {
@@ -118,7 +138,11 @@ func buildReport(c Config, p plan, variants []*variant, tallies map[string]*tall
 	if r.nginx {
 		tp.vsNginx = fmt.Sprintf("%.2f×", ratio(throughput(Tandem0), throughput(Nginx)))
 	}
-	tp.result = needsNginx(func() bool { return throughput(Tandem0) >= targetThroughput*throughput(Nginx) })
+	tp.vsRef = fmt.Sprintf("%.2f×", ratio(throughput(Tandem0), throughput(Reference)))
+	tp.check(fmt.Sprintf("tandem s=0 ≥ %.2f× nginx", targetThroughput),
+		needsNginx(func() bool { return throughput(Tandem0) >= targetThroughput*throughput(Nginx) }))
+	tp.check(fmt.Sprintf("tandem s=0 ≥ Go ReverseProxy ÷ %.2f", targetReference),
+		verdict(targetReference*throughput(Tandem0) >= throughput(Reference)))
 	r.rows = append(r.rows, tp)
 
 	directCPU := perUnit(direct.cpu.Seconds(), direct.requests)
@@ -132,7 +156,7 @@ func buildReport(c Config, p plan, variants []*variant, tallies map[string]*tall
 		}
 		return perUnit(t.cpu.Seconds(), t.requests) - directCPU
 	}
-	cr := row{metric: labelCPU, cells: map[string]string{}, target: "—", result: "—"}
+	cr := row{metric: labelCPU, cells: map[string]string{}}
 	for _, name := range r.columns {
 		cr.cells[name] = fmt.Sprintf("%.1f µs", cpu(name)*1e6)
 		if name == Direct {
@@ -142,6 +166,9 @@ func buildReport(c Config, p plan, variants []*variant, tallies map[string]*tall
 	if r.nginx {
 		cr.vsNginx = fmt.Sprintf("%.2f×", ratio(cpu(Tandem0), cpu(Nginx)))
 	}
+	cr.vsRef = fmt.Sprintf("%.2f×", ratio(cpu(Tandem0), cpu(Reference)))
+	cr.check(fmt.Sprintf("tandem s=0 ≤ %.2f× Go ReverseProxy", targetReference),
+		verdict(cpu(Tandem0) <= targetReference*cpu(Reference)))
 	r.rows = append(r.rows, cr)
 
 	for _, n := range p.streams {
@@ -170,6 +197,9 @@ func buildReport(c Config, p plan, variants []*variant, tallies map[string]*tall
 		}
 		if r.nginx && ran(Tandem0) && ran(Nginx) {
 			mr.vsNginx = fmt.Sprintf("%.2f×", ratio(mem(Tandem0), mem(Nginx)))
+		}
+		if ran(Tandem0) && ran(Reference) {
+			mr.vsRef = fmt.Sprintf("%.2f×", ratio(mem(Tandem0), mem(Reference)))
 		}
 		mr.result = "n/a (not run)"
 		if ran(Tandem0) {
@@ -206,7 +236,9 @@ func buildReport(c Config, p plan, variants []*variant, tallies map[string]*tall
 	where := "in this process"
 	cpuNote := "for tandem and the reference, this process's CPU minus direct's; for nginx, its workers' CPU from /proc. For s=1 it includes the in-process A and B upstreams serving the mirrored streams."
 	memNote := "for tandem and the reference, Go heap objects and goroutine stacks after garbage collection, minus direct's (for s=1 this includes the A and B upstreams' side of the two mirrored streams); for nginx, the resident memory of its master and workers."
+	tapNote := " (tandem runs in this process and is not counted)"
 	if c.Tandem != "" {
+		tapNote = " and the tap tandem's"
 		where = "as a separate process (" + c.Tandem + " serve)"
 		cpuNote = "for tandem, the reference and nginx's workers, their own CPU from /proc."
 		memNote = "for tandem, the reference and nginx (master and workers), the growth of their resident memory."
@@ -217,6 +249,8 @@ func buildReport(c Config, p plan, variants []*variant, tallies map[string]*tall
 		"TTFT is measured by the client, from sending the request to the arrival of the first content frame. Cells of proxies give the value, what it adds to direct, and the ratio to direct; the ÷ nginx column compares tandem s=0 with nginx (for TTFT, the added times).",
 		"tandem runs " + where + " with A and B configured: s=0 mirrors nothing, s=1 mirrors every request to two more upstreams like production. Those upstreams run in this process and share the machine's CPUs with production, so s=1 shows mirroring to arms without capacity of their own; the p99 target assumes arms with their own.",
 		"Go ReverseProxy is a reference, run like tandem: Go's httputil.ReverseProxy on tandem's upstream transport, flushing every write, and nothing else. What it adds to direct is the cost of Go's HTTP stack; what tandem s=0 adds beyond it is tandem's own work (reading each request body, classifying it, measuring every frame).",
+		"nginx + tandem tap is a second nginx like the first that also mirrors every request, body included (mirror, mirror_request_body on), to tandem in tap mode with sampling 1, which answers each copy with 204 and sends it to A and B: production's path is nginx's alone. Its CPU and memory are nginx's" + tapNote + ". Its TTFT target compares it with nginx alone: what it adds must stay within the range of nginx's own quantile from round to round.",
+		"Targets against Go ReverseProxy compare what each adds: TTFT minus direct's, CPU per request, relay throughput.",
 		"CPU per request: for direct, this process (client and upstream); " + cpuNote,
 		"Memory per in-flight stream: streams held open after their first content frame; " + memNote,
 		machine(),
@@ -230,7 +264,7 @@ func (r report) write(w io.Writer) {
 	if r.nginx {
 		header = append(header, "tandem s=0 ÷ nginx")
 	}
-	header = append(header, "Target", "Result")
+	header = append(header, "tandem s=0 ÷ Go ReverseProxy", "Target", "Result")
 	fmt.Fprintf(w, "| %s |\n", strings.Join(header, " | "))
 	fmt.Fprintf(w, "|%s\n", strings.Repeat("---|", len(header)))
 	for _, row := range r.rows {
@@ -241,7 +275,7 @@ func (r report) write(w io.Writer) {
 		if r.nginx {
 			cells = append(cells, row.vsNginx)
 		}
-		cells = append(cells, row.target, row.result)
+		cells = append(cells, row.vsRef, row.target, row.result)
 		fmt.Fprintf(w, "| %s |\n", strings.Join(cells, " | "))
 	}
 	fmt.Fprintln(w)

@@ -28,6 +28,7 @@ const (
 	Tandem1   = "tandem s=1"
 	Reference = "Go ReverseProxy"
 	Nginx     = "nginx"
+	NginxTap  = "nginx + tandem tap"
 )
 
 // variant is one way from the client to the production upstream.
@@ -37,13 +38,16 @@ type variant struct {
 	ext  external    // nil when the proxy, if any, runs in this process
 	prod *upstream   // production
 	arms []*upstream // mirrored-to upstreams, held with production in the memory phase
+	// tapHere: nginx mirrors to a tandem that runs in this process
+	tapHere bool
 }
 
 // tally is everything measured of one variant.
 type tally struct {
-	ttft     map[int][]time.Duration // by concurrency
-	frames   map[int]int             // content frames received, by concurrency
-	wall     map[int]time.Duration   // phase wall time, by concurrency
+	ttft     map[int][]time.Duration   // by concurrency
+	rounds   map[int][][]time.Duration // the same, round by round
+	frames   map[int]int               // content frames received, by concurrency
+	wall     map[int]time.Duration     // phase wall time, by concurrency
 	requests int
 	failed   int
 	cpu      time.Duration // this process, over all phases
@@ -57,7 +61,7 @@ type tally struct {
 
 func newTally() *tally {
 	return &tally{
-		ttft: map[int][]time.Duration{}, frames: map[int]int{}, wall: map[int]time.Duration{},
+		ttft: map[int][]time.Duration{}, rounds: map[int][][]time.Duration{}, frames: map[int]int{}, wall: map[int]time.Duration{},
 		memory: map[int]float64{}, held: map[int]int{}, errors: map[int]int{}, skipped: map[int]string{},
 	}
 }
@@ -172,12 +176,58 @@ func startVariants(ctx context.Context, c Config, p plan, stderr io.Writer, stop
 	if _, err := exec.LookPath(p.nginx); err != nil {
 		return variants, fmt.Sprintf("nginx left out: %s is not installed", p.nginx), nil
 	}
-	n, err := startNginx(ctx, p.nginx, strings.TrimPrefix(prod.url, "http://"), peak)
+	n, err := startNginx(ctx, p.nginx, strings.TrimPrefix(prod.url, "http://"), "", peak)
 	if err != nil {
 		return nil, "", fmt.Errorf("starting nginx: %w", err)
 	}
 	*stops = append(*stops, n.stop)
-	return append(variants, &variant{name: Nginx, url: n.url, ext: n, prod: prod}), "nginx " + n.version, nil
+	variants = append(variants, &variant{name: Nginx, url: n.url, ext: n, prod: prod})
+
+	// nginx again, mirroring every request to tandem in tap mode, which
+	// samples all of them and sends them to A and B.
+	env := tandemEnv(nil, ups[1], ups[2], "1", peak)
+	env["TANDEM_MODE"] = "tap"
+	tap := &variant{name: NginxTap, prod: prod, arms: ups[1:]}
+	var tapURL string
+	var tapProc external
+	if c.Tandem != "" {
+		t, err := startTandemProcess(ctx, c.Tandem, env)
+		if err != nil {
+			return nil, "", err
+		}
+		*stops = append(*stops, t.stop)
+		tapURL, tapProc = t.url, t
+	} else {
+		url, stop, err := startTandem(ctx, log, env)
+		if err != nil {
+			return nil, "", err
+		}
+		*stops = append(*stops, stop)
+		tapURL, tap.tapHere = url, true
+	}
+	nt, err := startNginx(ctx, p.nginx, strings.TrimPrefix(prod.url, "http://"), strings.TrimPrefix(tapURL, "http://"), peak)
+	if err != nil {
+		return nil, "", fmt.Errorf("starting nginx with a mirror: %w", err)
+	}
+	*stops = append(*stops, nt.stop)
+	tap.url, tap.ext = nt.url, externals{nt, tapProc}
+	return append(variants, tap), "nginx " + n.version, nil
+}
+
+// externals are the processes of one variant, measured together; nil
+// entries (parts that run in this process) are left out.
+type externals []external
+
+func (e externals) usage() (cpu time.Duration, rss int64) {
+	for _, x := range e {
+		if x == nil {
+			continue
+		}
+		c, r := x.usage()
+		cpu += c
+		rss += r
+	}
+	return cpu, rss
 }
 
 // bench runs the phases of one benchmark.
@@ -205,6 +255,7 @@ func (b *bench) rounds(ctx context.Context, variants []*variant, tallies map[str
 				}
 				t := tallies[v.name]
 				t.ttft[conc] = append(t.ttft[conc], res.ttfts...)
+				t.rounds[conc] = append(t.rounds[conc], res.ttfts)
 				t.frames[conc] += res.frames
 				t.wall[conc] += res.wall
 				t.requests += p.requests
@@ -273,23 +324,29 @@ func (v *variant) filesPerStream() int {
 	if v.name != Direct && v.ext == nil {
 		files += v.proxyFilesPerStream()
 	}
+	if v.tapHere {
+		files += 1 + len(v.arms) // tandem's: from nginx, and to A and B
+	}
 	return files
 }
 
 // proxyFilesPerStream is the descriptors one held stream takes in the
 // proxy: the client's connection and one to each upstream it reaches.
 func (v *variant) proxyFilesPerStream() int {
-	if v.name == Direct {
+	switch v.name {
+	case Direct:
 		return 0
+	case NginxTap:
+		return 3 // nginx: the client, production and the mirror
 	}
 	return 2 + len(v.arms)
 }
 
 // tandemEnv is tandem's configuration in front of prod, with A and B
 // configured and sampling rate rate, for up to streams mirrored streams.
+// A nil prod leaves production out (tap mode).
 func tandemEnv(prod, a, b *upstream, rate string, streams int) map[string]string {
-	return map[string]string{
-		"TANDEM_PRIMARY_URL":          prod.url,
+	env := map[string]string{
 		"TANDEM_A_URL":                a.url,
 		"TANDEM_B_URL":                b.url,
 		"TANDEM_SAMPLE_RATE":          rate,
@@ -297,6 +354,10 @@ func tandemEnv(prod, a, b *upstream, rate string, streams int) map[string]string
 		"TANDEM_SHADOW_MAX_IN_FLIGHT": fmt.Sprint(streams + 1024),
 		"TANDEM_SHUTDOWN_GRACE":       "5s",
 	}
+	if prod != nil {
+		env["TANDEM_PRIMARY_URL"] = prod.url
+	}
+	return env
 }
 
 // startTandem serves tandem in this process, configured by env, on

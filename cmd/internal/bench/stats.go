@@ -35,3 +35,18 @@ func perUnit(total float64, n int) float64 {
 	}
 	return total / float64(n)
 }
+
+// spread is the run-to-run noise of a q-quantile: the range (largest minus
+// smallest) of the q-quantiles of the rounds, in seconds. It is zero for
+// fewer than two rounds.
+func spread(rounds [][]time.Duration, q float64) float64 {
+	if len(rounds) < 2 {
+		return 0
+	}
+	lo, hi := math.Inf(1), math.Inf(-1)
+	for _, r := range rounds {
+		v := percentile(r, q)
+		lo, hi = min(lo, v), max(hi, v)
+	}
+	return hi - lo
+}

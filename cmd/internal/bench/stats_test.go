@@ -93,3 +93,20 @@ func TestParseStat(t *testing.T) {
 		}
 	}
 }
+
+func TestSpread(t *testing.T) {
+	ms := func(vs ...int) []time.Duration {
+		var ds []time.Duration
+		for _, v := range vs {
+			ds = append(ds, time.Duration(v)*time.Millisecond)
+		}
+		return ds
+	}
+	if got := spread([][]time.Duration{ms(1, 2, 3)}, 0.5); got != 0 {
+		t.Errorf("one round: spread = %v, want 0", got)
+	}
+	got := spread([][]time.Duration{ms(1, 2, 3), ms(4, 5, 6), ms(2, 3, 4)}, 0.5)
+	if math.Abs(got-0.003) > 1e-12 {
+		t.Errorf("spread of medians 2, 5, 3 ms = %v s, want 0.003", got)
+	}
+}
