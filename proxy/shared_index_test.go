@@ -96,8 +96,12 @@ func newReplicas(t *testing.T, n int, redisURL string) *replicas {
 	t.Helper()
 	rs := &replicas{}
 	for range n {
+		// The longest Redis timeout: a loaded 2-core machine under -race
+		// can take longer than the default 50 ms to answer on loopback,
+		// and a timed-out call is a fallback.
 		r := newRig(t, testupstream.Script{}, testupstream.Script{}, testupstream.Script{}, map[string]string{
-			"TANDEM_A_URL": "", "TANDEM_B_URL": "", "TANDEM_CLASSIFIER_REDIS_URL": redisURL})
+			"TANDEM_A_URL": "", "TANDEM_B_URL": "", "TANDEM_CLASSIFIER_REDIS_URL": redisURL,
+			"TANDEM_CLASSIFIER_REDIS_TIMEOUT": "1s"})
 		sink := &classSink{}
 		r.server.observeHook = sink.add
 		rs.rigs = append(rs.rigs, r)
