@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"log/slog"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"github.com/kestrelops/tandem/exporter"
+	"github.com/kestrelops/tandem/proxy/sse"
 	"github.com/kestrelops/tandem/proxy/testupstream"
 )
 
@@ -385,4 +387,65 @@ func TestRequestTrailersReachProduction(t *testing.T) {
 		}
 	}
 	r.idle()
+}
+
+// endThenFail is a response body that yields data, then fails with err.
+type endThenFail struct {
+	data []byte
+	err  error
+}
+
+func (b *endThenFail) Read(p []byte) (int, error) {
+	if len(b.data) == 0 {
+		return 0, b.err
+	}
+	n := copy(p, b.data)
+	b.data = b.data[n:]
+	return n, nil
+}
+
+func (b *endThenFail) Close() error { return nil }
+
+type fixedTransport struct{ body io.ReadCloser }
+
+func (f fixedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	return &http.Response{StatusCode: 200, Header: http.Header{"Content-Type": {"text/event-stream"}}, Body: f.body, Request: req}, nil
+}
+
+// TestStreamEndedBeforeTheCutIsComplete: a client that hangs up as soon as
+// it has read [DONE] (the official SDKs do) cancels the read of what
+// follows; the stream had ended, so the request is completed, whether the
+// read fails or the body is closed first.
+func TestStreamEndedBeforeTheCutIsComplete(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		body  string
+		close bool // close instead of reading to the error
+		want  string
+	}{
+		{"read fails after [DONE]", testupstream.StreamBody(3), false, exporter.OutcomeCompleted},
+		{"closed after [DONE]", testupstream.StreamBody(3), true, exporter.OutcomeCompleted},
+		{"read fails before [DONE]", strings.TrimSuffix(testupstream.StreamBody(3), "data: [DONE]\n\n"), false, exporter.OutcomeCanceled},
+		{"closed before [DONE]", strings.TrimSuffix(testupstream.StreamBody(3), "data: [DONE]\n\n"), true, exporter.OutcomeCanceled},
+	} {
+		var got exporter.Observation
+		m := newMeasurement(sse.APIChatCompletions, nil, func(_ time.Time, o exporter.Observation) { got = o })
+		ctx, cancel := context.WithCancel(context.Background())
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://x/v1/chat/completions", nil)
+		resp, err := m.handOff(fixedTransport{&endThenFail{data: []byte(tc.body), err: context.Canceled}}, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		buf := make([]byte, len(tc.body))
+		io.ReadFull(resp.Body, buf)
+		cancel()
+		if tc.close {
+			resp.Body.Close()
+		} else {
+			io.ReadAll(resp.Body)
+		}
+		if got.Outcome != tc.want {
+			t.Errorf("%s: outcome %q, want %q", tc.name, got.Outcome, tc.want)
+		}
+	}
 }

@@ -139,7 +139,10 @@ func (b *meteredBody) Read(p []byte) (int, error) {
 		b.m.meter.Write(now, p[:n])
 	}
 	switch {
-	case err == io.EOF:
+	case err == io.EOF || err != nil && b.m.meter.Ended():
+		// A body cut after its proper end ([DONE], a whole document)
+		// carried everything: the client that reads to [DONE] and hangs up
+		// at once cancels the read of what little follows.
 		b.m.done(b.m.endOutcome(), now)
 	case err != nil:
 		b.m.done(outcomeOfError(b.ctx, err, true), now)
@@ -148,9 +151,14 @@ func (b *meteredBody) Read(p []byte) (int, error) {
 }
 
 // Close ends the measurement; a body closed before its end was abandoned by
-// the reader (the client went away or tandem is shutting down).
+// the reader (the client went away or tandem is shutting down), one closed
+// after its proper end was complete.
 func (b *meteredBody) Close() error {
-	b.m.done(exporter.OutcomeCanceled, time.Now())
+	outcome := exporter.OutcomeCanceled
+	if b.m.meter.Ended() {
+		outcome = b.m.endOutcome()
+	}
+	b.m.done(outcome, time.Now())
 	return b.body.Close()
 }
 
