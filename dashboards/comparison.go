@@ -179,7 +179,7 @@ func shadowsInFlight() *timeseries.PanelBuilder {
 	return timeseriesPanel("Shadows in flight",
 		"Mirrored requests currently in flight to each arm.",
 		units.Short,
-		query(promql.Sum(exporter.MetricShadowInFlight, exporter.LabelConfig), "{{config}}"))
+		query(promql.Sum(gauge(exporter.MetricShadowInFlight), exporter.LabelConfig), "{{config}}"))
 }
 
 func shadowFailures() *timeseries.PanelBuilder {

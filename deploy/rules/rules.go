@@ -2,12 +2,15 @@
 // from the metric schema in package exporter.
 //
 // Recording rules follow the level:metric:operations convention: the level
-// names the labels a series keeps (config_class, config, class, or none).
+// names the labels a series keeps (config_class, config, class, or none)
+// besides the experiment's identity (promql.Identity: job, namespace,
+// experiment), which every rule keeps so that experiments never merge.
 package rules
 
 import (
 	"bytes"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -150,20 +153,20 @@ func recordingRules(o Options) []Rule {
 		{Record: TTFTP50, Expr: promql.HistogramQuantile(0.5, promql.Sum(ttftRate, promql.ByConfigClass...))},
 		{Record: TTFTP95, Expr: promql.HistogramQuantile(0.95, promql.Sum(ttftRate, promql.ByConfigClass...))},
 		{Record: TTFTP99, Expr: promql.HistogramQuantile(0.99, promql.Sum(ttftRate, promql.ByConfigClass...))},
-		{Record: TTFTMixedP95, Expr: promql.HistogramQuantile(0.95, promql.Sum(ttftRate, exporter.LabelConfig)), Mixed: true},
+		{Record: TTFTMixedP95, Expr: promql.HistogramQuantile(0.95, promql.Sum(ttftRate, promql.By(exporter.LabelConfig)...)), Mixed: true},
 		{Record: OutputTokensRate, Expr: promql.Sum(promql.Rate(exporter.MetricOutputTokens, w), promql.ByConfigClass...)},
 		{Record: CompletedRequests, Expr: promql.Sum(promql.Increase(completed, w), promql.ByConfigClass...)},
 		{Record: ArmFailureShare, Mixed: true, Expr: ratio(
-			promql.Sum(promql.Rate(armsFailed, w), exporter.LabelConfig),
-			promql.Sum(promql.Rate(promql.Selector(exporter.MetricRequests, promql.Arms), w), exporter.LabelConfig),
+			promql.Sum(promql.Rate(armsFailed, w), promql.By(exporter.LabelConfig)...),
+			promql.Sum(promql.Rate(promql.Selector(exporter.MetricRequests, promql.Arms), w), promql.By(exporter.LabelConfig)...),
 		)},
 		{Record: MirrorOverloadedShare, Mixed: true, Expr: ratio(
 			overloadedRate(w),
-			promql.Sum(promql.Rate(exporter.MetricPairs, w))+" + "+overloadedRate(w),
+			promql.Sum(promql.Rate(exporter.MetricPairs, w), promql.Identity...)+" + "+overloadedRate(w),
 		)},
 		{Record: PairTokenMismatch, Expr: ratio(
-			promql.Sum(promql.Rate(exporter.MetricPairOutputTokensMismatch, w), exporter.LabelClass),
-			promql.Sum(promql.Rate(bothCompleted, w), exporter.LabelClass),
+			promql.Sum(promql.Rate(exporter.MetricPairOutputTokensMismatch, w), promql.By(exporter.LabelClass)...),
+			promql.Sum(promql.Rate(bothCompleted, w), promql.By(exporter.LabelClass)...),
 		)},
 	}
 }
@@ -191,7 +194,7 @@ func alertingRules(o Options) []Rule {
 			above(MirrorOverloadedShare, o.MirrorOverloadedShare),
 			fmt.Sprintf("More than %s of sampled requests are not mirrored because an arm is at its in-flight limit", percent(o.MirrorOverloadedShare)),
 			fmt.Sprintf("{{ $value | humanizePercentage }} of sampled requests were skipped as overloaded over the last %s. Mirrored requests in flight: %s.",
-				w, eachArm(promql.Sum(exporter.MetricShadowInFlight, exporter.LabelConfig), "humanize"))),
+				w, eachArm(exporter.MetricShadowInFlight, "humanize"))),
 		alert(o, AlertPairTokenMismatch, o.TokenMismatchFor,
 			above(PairTokenMismatch, o.TokenMismatchShare),
 			fmt.Sprintf("More than %s of pairs in class {{ $labels.class }} differ in output token count", percent(o.TokenMismatchShare)),
@@ -246,7 +249,7 @@ func arm(recorded, config string) string {
 
 func overloadedRate(w string) string {
 	overloaded := promql.Selector(exporter.MetricMirrorSkipped, promql.Eq(exporter.LabelReason, exporter.SkipOverloaded))
-	return promql.Sum(promql.Rate(overloaded, w))
+	return promql.Sum(promql.Rate(overloaded, w), promql.Identity...)
 }
 
 func ratio(numerator, denominator string) string {
@@ -254,23 +257,42 @@ func ratio(numerator, denominator string) string {
 }
 
 // Alert templates. Queries are Go raw strings, so PromQL quotes need no
-// escaping.
+// escaping. Every query a template runs selects the alert's own experiment
+// (its identity labels) and class.
 
-// armValue prints one arm's value of recorded for the alert's class.
+// ofAlert is the matchers of the alert's experiment, followed by extra
+// matchers whose values are the alert's labels, as printf verbs; args is
+// the printf argument list that fills them.
+func ofAlert(extra ...string) (matchers []string, args string) {
+	for _, l := range append(slices.Clone(promql.Identity), extra...) {
+		matchers = append(matchers, l+`="%s"`)
+		args += " $labels." + l
+	}
+	return matchers, args
+}
+
+// armValue prints one arm's value of recorded for the alert's experiment and
+// class.
 func armValue(recorded, config, format string) string {
-	q := promql.Selector(recorded, promql.Eq(exporter.LabelConfig, config), exporter.LabelClass+`="%s"`)
-	return "{{ with printf `" + q + "` $labels.class | query }}{{ . | first | value | " + format + " }}{{ end }}"
+	m, args := ofAlert(exporter.LabelClass)
+	q := promql.Selector(recorded, append([]string{promql.Eq(exporter.LabelConfig, config)}, m...)...)
+	return "{{ with printf `" + q + "`" + args + " | query }}{{ . | first | value | " + format + " }}{{ end }}"
 }
 
-// eachArm prints "A: v, B: v" from expr, a series per config.
-func eachArm(expr, format string) string {
-	return listConfigs("query `"+expr+"`", format)
+// eachArm prints "A: v, B: v" of metric summed by config, for the alert's
+// experiment.
+func eachArm(metric, format string) string {
+	m, args := ofAlert()
+	q := promql.Sum(promql.Selector(metric, m...), exporter.LabelConfig)
+	return listConfigs("printf `"+q+"`"+args+" | query", format)
 }
 
-// eachArmOfClass prints "A: v, B: v" of recorded for the alert's class.
+// eachArmOfClass prints "A: v, B: v" of recorded for the alert's experiment
+// and class.
 func eachArmOfClass(recorded, format string) string {
-	q := promql.Selector(recorded, promql.Arms, exporter.LabelClass+`="%s"`)
-	return listConfigs("printf `"+q+"` $labels.class | query", format)
+	m, args := ofAlert(exporter.LabelClass)
+	q := promql.Selector(recorded, append([]string{promql.Arms}, m...)...)
+	return listConfigs("printf `"+q+"`"+args+" | query", format)
 }
 
 func listConfigs(pipeline, format string) string {
