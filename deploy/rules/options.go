@@ -31,7 +31,7 @@ type Options struct {
 	OutputRateRegressionFor time.Duration // Default 10m.
 
 	// ShadowErrorShare is the share of an arm's requests that may end in
-	// error or timeout. Default 0.05.
+	// error, timeout or a cut stream. Default 0.05.
 	ShadowErrorShare float64
 	ShadowErrorsFor  time.Duration // Default 5m.
 
@@ -87,7 +87,7 @@ func (o *Options) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.TTFTRegressionFor, "ttft-regression-for", o.TTFTRegressionFor, "for duration of TandemTTFTRegression")
 	fs.Float64Var(&o.OutputRateRegression, "output-rate-regression", o.OutputRateRegression, "fraction by which B's output tokens/s may fall below A's")
 	fs.DurationVar(&o.OutputRateRegressionFor, "output-rate-regression-for", o.OutputRateRegressionFor, "for duration of TandemOutputRateRegression")
-	fs.Float64Var(&o.ShadowErrorShare, "shadow-error-share", o.ShadowErrorShare, "share of an arm's requests that may end in error or timeout")
+	fs.Float64Var(&o.ShadowErrorShare, "shadow-error-share", o.ShadowErrorShare, "share of an arm's requests that may end in error, timeout or a cut stream")
 	fs.DurationVar(&o.ShadowErrorsFor, "shadow-errors-for", o.ShadowErrorsFor, "for duration of TandemShadowErrors")
 	fs.Float64Var(&o.MirrorOverloadedShare, "mirror-overloaded-share", o.MirrorOverloadedShare, "share of sampled requests that may be skipped as overloaded")
 	fs.DurationVar(&o.MirrorSaturatedFor, "mirror-saturated-for", o.MirrorSaturatedFor, "for duration of TandemMirrorSaturated")

@@ -30,7 +30,7 @@ const (
 	TTFTMixedP95          = "config:" + exporter.MetricTimeToFirstToken + ":p95"
 	OutputTokensRate      = "config_class:" + exporter.MetricOutputTokens + ":rate"
 	CompletedRequests     = "config_class:" + exporter.MetricRequests + ":completed_increase"
-	ArmFailureShare       = "config:" + exporter.MetricRequests + ":error_or_timeout_ratio"
+	ArmFailureShare       = "config:" + exporter.MetricRequests + ":failed_ratio"
 	MirrorOverloadedShare = ":" + exporter.MetricMirrorSkipped + ":overloaded_ratio"
 	PairTokenMismatch     = "class:" + exporter.MetricPairOutputTokensMismatch + ":ratio"
 )
@@ -147,7 +147,7 @@ func recordingRules(o Options) []Rule {
 	w := duration(o.Window)
 	ttftRate := promql.Rate(exporter.MetricTimeToFirstToken, w)
 	completed := promql.Selector(exporter.MetricRequests, promql.Eq(exporter.LabelOutcome, exporter.OutcomeCompleted))
-	armsFailed := promql.Selector(exporter.MetricRequests, promql.Arms, promql.In(exporter.LabelOutcome, exporter.OutcomeError, exporter.OutcomeTimeout))
+	armsFailed := promql.Selector(exporter.MetricRequests, promql.Arms, promql.Failed)
 	bothCompleted := promql.Selector(exporter.MetricPairs, promql.Eq(exporter.LabelResult, exporter.PairBothCompleted))
 	return []Rule{
 		{Record: TTFTP50, Expr: promql.HistogramQuantile(0.5, promql.Sum(ttftRate, promql.ByConfigClass...))},
@@ -187,8 +187,8 @@ func alertingRules(o Options) []Rule {
 				w, armValue(OutputTokensRate, exporter.ConfigA, "humanize"), enough)),
 		alert(o, AlertShadowErrors, o.ShadowErrorsFor,
 			above(ArmFailureShare, o.ShadowErrorShare),
-			fmt.Sprintf("More than %s of {{ $labels.config }}'s mirrored requests end in error or timeout", percent(o.ShadowErrorShare)),
-			fmt.Sprintf("Share of requests ending in error or timeout over the last %s: %s.",
+			fmt.Sprintf("More than %s of {{ $labels.config }}'s mirrored requests end in error, timeout or a cut stream", percent(o.ShadowErrorShare)),
+			fmt.Sprintf("Share of requests ending in error, timeout or a cut stream (incomplete) over the last %s: %s.",
 				w, eachArm(ArmFailureShare, "humanizePercentage"))),
 		alert(o, AlertMirrorSaturated, o.MirrorSaturatedFor,
 			above(MirrorOverloadedShare, o.MirrorOverloadedShare),

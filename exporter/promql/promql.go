@@ -38,6 +38,9 @@ func By(labels ...string) []string { return slices.Concat(Identity, labels) }
 var (
 	// Arms selects the series of A and B.
 	Arms = In(exporter.LabelConfig, exporter.Arms...)
+	// Failed selects the outcomes that count as an arm's failure: an error,
+	// a timeout, or a stream cut before its end.
+	Failed = In(exporter.LabelOutcome, exporter.OutcomeError, exporter.OutcomeTimeout, exporter.OutcomeIncomplete)
 	// Production selects production's series.
 	Production = Eq(exporter.LabelConfig, exporter.ConfigProduction)
 	// ByConfigClass keeps one series per experiment, config and workload
