@@ -54,7 +54,24 @@ type Options struct {
 	// the anchor of its own name (#tandemttftregression). Default the
 	// README on GitHub.
 	RunbookURL string
+
+	// Critical thresholds: each alert fires with severity "warning" past
+	// its threshold above and again with severity "critical" past these,
+	// with the same for duration. Each must be worse than its warning
+	// threshold; zero turns that critical alert off.
+	TTFTRegressionCritical        float64       // Default 0.3.
+	OutputRateRegressionCritical  float64       // Default 0.3.
+	ShadowErrorShareCritical      float64       // Default 0.2.
+	MirrorOverloadedShareCritical float64       // Default 0.2.
+	TokenMismatchShareCritical    float64       // Default 0.2.
+	ProductionTTFTCritical        time.Duration // Default 5s.
 }
+
+// Severities of the generated alerts, the value of their severity label.
+const (
+	SeverityWarning  = "warning"
+	SeverityCritical = "critical"
+)
 
 // DefaultOptions returns the documented defaults.
 func DefaultOptions() Options {
@@ -74,6 +91,13 @@ func DefaultOptions() Options {
 		ProductionTTFTObjective: 2 * time.Second,
 		ProductionTTFTFor:       10 * time.Minute,
 		RunbookURL:              "https://github.com/kestrelops/tandem/blob/main/README.md",
+
+		TTFTRegressionCritical:        0.3,
+		OutputRateRegressionCritical:  0.3,
+		ShadowErrorShareCritical:      0.2,
+		MirrorOverloadedShareCritical: 0.2,
+		TokenMismatchShareCritical:    0.2,
+		ProductionTTFTCritical:        5 * time.Second,
 	}
 }
 
@@ -96,6 +120,13 @@ func (o *Options) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.ProductionTTFTObjective, "production-ttft-objective", o.ProductionTTFTObjective, "highest acceptable production TTFT p95")
 	fs.DurationVar(&o.ProductionTTFTFor, "production-ttft-for", o.ProductionTTFTFor, "for duration of TandemProductionTTFTHigh")
 	fs.StringVar(&o.RunbookURL, "runbook-url", o.RunbookURL, "document holding the runbook; alerts link to #<alertname in lower case>")
+
+	fs.Float64Var(&o.TTFTRegressionCritical, "ttft-regression-critical", o.TTFTRegressionCritical, "like -ttft-regression, for severity critical; 0 turns it off")
+	fs.Float64Var(&o.OutputRateRegressionCritical, "output-rate-regression-critical", o.OutputRateRegressionCritical, "like -output-rate-regression, for severity critical; 0 turns it off")
+	fs.Float64Var(&o.ShadowErrorShareCritical, "shadow-error-share-critical", o.ShadowErrorShareCritical, "like -shadow-error-share, for severity critical; 0 turns it off")
+	fs.Float64Var(&o.MirrorOverloadedShareCritical, "mirror-overloaded-share-critical", o.MirrorOverloadedShareCritical, "like -mirror-overloaded-share, for severity critical; 0 turns it off")
+	fs.Float64Var(&o.TokenMismatchShareCritical, "token-mismatch-share-critical", o.TokenMismatchShareCritical, "like -token-mismatch-share, for severity critical; 0 turns it off")
+	fs.DurationVar(&o.ProductionTTFTCritical, "production-ttft-critical", o.ProductionTTFTCritical, "like -production-ttft-objective, for severity critical; 0 turns it off")
 }
 
 // Validate reports every invalid option, each error naming its flag.
@@ -135,6 +166,23 @@ func (o Options) Validate() error {
 	nonNegative("production-ttft-for", o.ProductionTTFTFor)
 	if u, err := url.Parse(o.RunbookURL); err != nil || !u.IsAbs() || u.Fragment != "" {
 		errs = append(errs, fmt.Errorf("-runbook-url must be an absolute URL without a fragment, got %q", o.RunbookURL))
+	}
+	critical := func(name string, f, warning float64) {
+		switch {
+		case f == 0:
+		case !(f > 0 && f < 1):
+			errs = append(errs, fmt.Errorf("-%s-critical must be between 0 and 1 (exclusive), or 0 for none, got %g", name, f))
+		case warning > 0 && warning < 1 && f <= warning:
+			errs = append(errs, fmt.Errorf("-%s-critical must be above -%s (%g), got %g", name, name, warning, f))
+		}
+	}
+	critical("ttft-regression", o.TTFTRegressionCritical, o.TTFTRegression)
+	critical("output-rate-regression", o.OutputRateRegressionCritical, o.OutputRateRegression)
+	critical("shadow-error-share", o.ShadowErrorShareCritical, o.ShadowErrorShare)
+	critical("mirror-overloaded-share", o.MirrorOverloadedShareCritical, o.MirrorOverloadedShare)
+	critical("token-mismatch-share", o.TokenMismatchShareCritical, o.TokenMismatchShare)
+	if c := o.ProductionTTFTCritical; c != 0 && c <= o.ProductionTTFTObjective {
+		errs = append(errs, fmt.Errorf("-production-ttft-critical must be above -production-ttft-objective (%s), or 0 for none, got %s", o.ProductionTTFTObjective, c))
 	}
 	return errors.Join(errs...)
 }

@@ -174,46 +174,58 @@ func recordingRules(o Options) []Rule {
 func alertingRules(o Options) []Rule {
 	w := duration(o.Window)
 	enough := fmt.Sprintf("both arms completed at least %d requests", o.MinCompleted)
-	return []Rule{
-		alert(o, AlertTTFTRegression, o.TTFTRegressionFor,
-			armsCompared(TTFTP95, ">", 1+o.TTFTRegression, o.MinCompleted),
-			fmt.Sprintf("B's TTFT p95 is more than %s above A's for class {{ $labels.class }}", percent(o.TTFTRegression)),
-			fmt.Sprintf("Class {{ $labels.class }} over the last %s: TTFT p95 of B {{ $value | humanizeDuration }}, of A %s (%s).",
-				w, armValue(TTFTP95, exporter.ConfigA, "humanizeDuration"), enough)),
-		alert(o, AlertOutputRateRegression, o.OutputRateRegressionFor,
-			armsCompared(OutputTokensRate, "<", 1-o.OutputRateRegression, o.MinCompleted),
-			fmt.Sprintf("B's output tokens/s are more than %s below A's for class {{ $labels.class }}", percent(o.OutputRateRegression)),
-			fmt.Sprintf("Class {{ $labels.class }} over the last %s: output tokens/s of B {{ $value | humanize }}, of A %s (%s).",
-				w, armValue(OutputTokensRate, exporter.ConfigA, "humanize"), enough)),
-		alert(o, AlertShadowErrors, o.ShadowErrorsFor,
-			above(ArmFailureShare, o.ShadowErrorShare),
-			fmt.Sprintf("More than %s of {{ $labels.config }}'s mirrored requests end in error, timeout or a cut stream", percent(o.ShadowErrorShare)),
-			fmt.Sprintf("Share of requests ending in error, timeout or a cut stream (incomplete) over the last %s: %s.",
-				w, eachArm(ArmFailureShare, "humanizePercentage"))),
-		alert(o, AlertMirrorSaturated, o.MirrorSaturatedFor,
-			above(MirrorOverloadedShare, o.MirrorOverloadedShare),
-			fmt.Sprintf("More than %s of sampled requests are not mirrored because an arm is at its in-flight limit", percent(o.MirrorOverloadedShare)),
-			fmt.Sprintf("{{ $value | humanizePercentage }} of sampled requests were skipped as overloaded over the last %s. Mirrored requests in flight: %s.",
-				w, eachArm(exporter.MetricShadowInFlight, "humanize"))),
-		alert(o, AlertPairTokenMismatch, o.TokenMismatchFor,
-			above(PairTokenMismatch, o.TokenMismatchShare),
-			fmt.Sprintf("More than %s of pairs in class {{ $labels.class }} differ in output token count", percent(o.TokenMismatchShare)),
-			fmt.Sprintf("{{ $value | humanizePercentage }} of pairs in class {{ $labels.class }} where both arms completed differ in output tokens over the last %s. Output tokens/s: %s.",
-				w, eachArmOfClass(OutputTokensRate, "humanize"))),
-		alert(o, AlertProductionTTFTHigh, o.ProductionTTFTFor,
-			productionAbove(TTFTP95, o.ProductionTTFTObjective.Seconds(), o.MinCompleted),
-			fmt.Sprintf("Production TTFT p95 is above %s for class {{ $labels.class }}", o.ProductionTTFTObjective),
-			fmt.Sprintf("Class {{ $labels.class }} over the last %s: production TTFT p95 {{ $value | humanizeDuration }}; objective %s. Arms: %s.",
-				w, o.ProductionTTFTObjective, eachArmOfClass(TTFTP95, "humanizeDuration"))),
+	var out []Rule
+	add := func(name string, forDuration time.Duration, warning, critical float64, build func(threshold float64) (expr, summary string), description string) {
+		for _, s := range []struct {
+			severity  string
+			threshold float64
+		}{{SeverityWarning, warning}, {SeverityCritical, critical}} {
+			if s.threshold == 0 {
+				continue
+			}
+			expr, summary := build(s.threshold)
+			out = append(out, alert(o, name, s.severity, forDuration, expr, summary, description))
+		}
 	}
+	add(AlertTTFTRegression, o.TTFTRegressionFor, o.TTFTRegression, o.TTFTRegressionCritical, func(t float64) (string, string) {
+		return armsCompared(TTFTP95, ">", 1+t, o.MinCompleted),
+			fmt.Sprintf("B's TTFT p95 is more than %s above A's for class {{ $labels.class }}", percent(t))
+	}, fmt.Sprintf("Class {{ $labels.class }} over the last %s: TTFT p95 of B {{ $value | humanizeDuration }}, of A %s (%s).",
+		w, armValue(TTFTP95, exporter.ConfigA, "humanizeDuration"), enough))
+	add(AlertOutputRateRegression, o.OutputRateRegressionFor, o.OutputRateRegression, o.OutputRateRegressionCritical, func(t float64) (string, string) {
+		return armsCompared(OutputTokensRate, "<", 1-t, o.MinCompleted),
+			fmt.Sprintf("B's output tokens/s are more than %s below A's for class {{ $labels.class }}", percent(t))
+	}, fmt.Sprintf("Class {{ $labels.class }} over the last %s: output tokens/s of B {{ $value | humanize }}, of A %s (%s).",
+		w, armValue(OutputTokensRate, exporter.ConfigA, "humanize"), enough))
+	add(AlertShadowErrors, o.ShadowErrorsFor, o.ShadowErrorShare, o.ShadowErrorShareCritical, func(t float64) (string, string) {
+		return above(ArmFailureShare, t),
+			fmt.Sprintf("More than %s of {{ $labels.config }}'s mirrored requests end in error, timeout or a cut stream", percent(t))
+	}, fmt.Sprintf("Share of requests ending in error, timeout or a cut stream (incomplete) over the last %s: %s.",
+		w, eachArm(ArmFailureShare, "humanizePercentage")))
+	add(AlertMirrorSaturated, o.MirrorSaturatedFor, o.MirrorOverloadedShare, o.MirrorOverloadedShareCritical, func(t float64) (string, string) {
+		return above(MirrorOverloadedShare, t),
+			fmt.Sprintf("More than %s of sampled requests are not mirrored because an arm is at its in-flight limit", percent(t))
+	}, fmt.Sprintf("{{ $value | humanizePercentage }} of sampled requests were skipped as overloaded over the last %s. Mirrored requests in flight: %s.",
+		w, eachArm(exporter.MetricShadowInFlight, "humanize")))
+	add(AlertPairTokenMismatch, o.TokenMismatchFor, o.TokenMismatchShare, o.TokenMismatchShareCritical, func(t float64) (string, string) {
+		return above(PairTokenMismatch, t),
+			fmt.Sprintf("More than %s of pairs in class {{ $labels.class }} differ in output token count", percent(t))
+	}, fmt.Sprintf("{{ $value | humanizePercentage }} of pairs in class {{ $labels.class }} where both arms completed differ in output tokens over the last %s. Output tokens/s: %s.",
+		w, eachArmOfClass(OutputTokensRate, "humanize")))
+	add(AlertProductionTTFTHigh, o.ProductionTTFTFor, o.ProductionTTFTObjective.Seconds(), o.ProductionTTFTCritical.Seconds(), func(t float64) (string, string) {
+		return productionAbove(TTFTP95, t, o.MinCompleted),
+			fmt.Sprintf("Production TTFT p95 is above %s for class {{ $labels.class }}", time.Duration(t*float64(time.Second)))
+	}, fmt.Sprintf("Class {{ $labels.class }} over the last %s: production TTFT p95 {{ $value | humanizeDuration }}; objective %s. Arms: %s.",
+		w, o.ProductionTTFTObjective, eachArmOfClass(TTFTP95, "humanizeDuration")))
+	return out
 }
 
-func alert(o Options, name string, forDuration time.Duration, expr, summary, description string) Rule {
+func alert(o Options, name, severity string, forDuration time.Duration, expr, summary, description string) Rule {
 	return Rule{
 		Alert:  name,
 		Expr:   expr,
 		For:    forDuration,
-		Labels: map[string]string{"severity": "warning"},
+		Labels: map[string]string{"severity": severity},
 		Annotations: map[string]string{
 			"summary":     summary,
 			"description": description,
