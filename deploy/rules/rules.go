@@ -230,6 +230,7 @@ func alert(o Options, name, severity string, forDuration time.Duration, expr, su
 			"summary":     summary,
 			"description": description,
 			"runbook_url": o.RunbookURL + "#" + strings.ToLower(name),
+			"arms":        armNames(),
 		},
 	}
 }
@@ -305,6 +306,15 @@ func eachArmOfClass(recorded, format string) string {
 	m, args := ofAlert(exporter.LabelClass)
 	q := promql.Selector(recorded, append([]string{promql.Arms}, m...)...)
 	return listConfigs("printf `"+q+"`"+args+" | query", format)
+}
+
+// armNames prints "A: name (model), B: name (model)" from the alert's
+// experiment's tandem_config_info, so the page names what is compared.
+func armNames() string {
+	m, args := ofAlert()
+	q := promql.Selector(exporter.MetricConfigInfo, append([]string{promql.Arms}, m...)...)
+	return "{{ range $i, $s := printf `" + q + "`" + args + " | query | sortByLabel \"config\" }}" +
+		"{{ if $i }}, {{ end }}{{ $s.Labels.config }}: {{ $s.Labels.name }} ({{ $s.Labels.model }}){{ end }}"
 }
 
 func listConfigs(pipeline, format string) string {
