@@ -308,13 +308,14 @@ func eachArmOfClass(recorded, format string) string {
 	return listConfigs("printf `"+q+"`"+args+" | query", format)
 }
 
-// armNames prints "A: name (model), B: name (model)" from the alert's
+// armNames prints "A: name (model), B: name (model)" (no parentheses for an
+// unknown model) from the alert's
 // experiment's tandem_config_info, so the page names what is compared.
 func armNames() string {
 	m, args := ofAlert()
 	q := promql.Selector(exporter.MetricConfigInfo, append([]string{promql.Arms}, m...)...)
 	return "{{ range $i, $s := printf `" + q + "`" + args + " | query | sortByLabel \"config\" }}" +
-		"{{ if $i }}, {{ end }}{{ $s.Labels.config }}: {{ $s.Labels.name }} ({{ $s.Labels.model }}){{ end }}"
+		"{{ if $i }}, {{ end }}{{ $s.Labels.config }}: {{ $s.Labels.name }}{{ with $s.Labels.model }} ({{ . }}){{ end }}{{ end }}"
 }
 
 func listConfigs(pipeline, format string) string {
