@@ -35,7 +35,7 @@ func (r *demoRun) checkPagedForFreshOnly(t *testing.T) {
 		found := false
 		for key := range names {
 			config, name, _ := strings.Cut(key, "/")
-			if config == arm && strings.Contains(page.Annotations["arms"], arm+": "+name+" (") {
+			if config == arm && strings.Contains(page.Annotations["arms"], arm+": "+name) {
 				found = true
 			}
 		}
