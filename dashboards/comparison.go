@@ -179,15 +179,14 @@ func shadowsInFlight() *timeseries.PanelBuilder {
 	return timeseriesPanel("Shadows in flight",
 		"Mirrored requests currently in flight to each arm.",
 		units.Short,
-		query(promql.Sum(exporter.MetricShadowInFlight, exporter.LabelConfig), "{{config}}"))
+		query(promql.Sum(gauge(exporter.MetricShadowInFlight), exporter.LabelConfig), "{{config}}"))
 }
 
 func shadowFailures() *timeseries.PanelBuilder {
-	return timeseriesPanel("Shadow errors and timeouts",
-		"Mirrored requests per second that failed (non-2xx, transport failure or an error reported in the stream) or hit the shadow timeout, per arm, all classes.",
+	return timeseriesPanel("Shadow errors, timeouts and cut streams",
+		"Mirrored requests per second that failed (non-2xx, transport failure or an error reported in the stream), hit the shadow timeout, or whose stream was cut before its end (incomplete), per arm, all classes.",
 		units.RequestsPerSecond,
-		query(promql.Sum(rate(exporter.MetricRequests, promql.Arms,
-			promql.In(exporter.LabelOutcome, exporter.OutcomeError, exporter.OutcomeTimeout)), exporter.LabelConfig, exporter.LabelOutcome), "{{config}} {{outcome}}"))
+		query(promql.Sum(rate(exporter.MetricRequests, promql.Arms, promql.Failed), exporter.LabelConfig, exporter.LabelOutcome), "{{config}} {{outcome}}"))
 }
 
 func classMix() *timeseries.PanelBuilder {

@@ -15,6 +15,7 @@ import (
 	"github.com/grafana/grafana-foundation-sdk/go/units"
 
 	"github.com/kestrelops/tandem/exporter"
+	"github.com/kestrelops/tandem/exporter/promql"
 )
 
 // Dashboard variable names.
@@ -22,6 +23,14 @@ const (
 	varDatasource = "datasource"
 	varClass      = "class"
 	varWindow     = "window"
+)
+
+// The experiment variables pick one tandem deployment by its identity
+// (promql.Identity), each narrowed by the ones before it.
+var (
+	varNamespace  = promql.LabelNamespace
+	varJob        = promql.LabelJob
+	varExperiment = promql.LabelExperiment
 )
 
 // unitTokensPerSecond is a Grafana custom unit.
@@ -45,6 +54,9 @@ func variables(cfg Config) []cog.Builder[dashboard.VariableModel] {
 			Label("Data source").
 			Description("Prometheus that scrapes tandem with native histograms enabled.").
 			Type("prometheus"),
+		identityVariable(varNamespace, "Namespace", "Kubernetes namespace of the tandem deployment; empty outside Kubernetes."),
+		identityVariable(varJob, "Job", "Prometheus job scraping the tandem deployment."),
+		identityVariable(varExperiment, "Experiment", "The experiment target label of the tandem deployment; empty when the deployment sets none."),
 		dashboard.NewQueryVariableBuilder(varClass).
 			Label("Workload class").
 			Description("Workload classes to show; panels that merge classes merge the selected ones.").
@@ -66,6 +78,21 @@ func variables(cfg Config) []cog.Builder[dashboard.VariableModel] {
 			Options(windows).
 			Current(option(cfg.DefaultWindow, true)),
 	}
+}
+
+// identityVariable picks one value of an identity label among the tandems
+// that match the identity variables before it; never all, so that two
+// experiments are never shown as one.
+func identityVariable(label, title, description string) cog.Builder[dashboard.VariableModel] {
+	q := fmt.Sprintf("label_values(%s, %s)", promql.Selector(exporter.MetricBuildInfo, identityBefore(label)...), label)
+	return dashboard.NewQueryVariableBuilder(label).
+		Label(title).
+		Description(description).
+		Datasource(datasourceRef()).
+		Query(dashboard.StringOrMap{String: cog.ToPtr(q)}).
+		Definition(q).
+		Refresh(dashboard.VariableRefreshOnTimeRangeChanged).
+		Sort(dashboard.VariableSortAlphabeticalAsc)
 }
 
 func option(value string, selected bool) dashboard.VariableOption {

@@ -57,10 +57,14 @@ func regexAlternation(values []string) string {
 }
 
 // DefaultVariables are the values of the dashboard variables when a
-// dashboard opens on a tandem with only the built-in classes: all classes,
-// the default window.
+// dashboard opens on a tandem with only the built-in classes scraped by the
+// Prometheus of deploy/prometheus: job tandem, no namespace or experiment
+// label, all classes, the default window.
 func DefaultVariables() map[string][]string {
 	return map[string][]string{
+		varNamespace:      {""},
+		varJob:            {"tandem"},
+		varExperiment:     {""},
 		varClass:          exporter.BuiltinClasses,
 		varWindow:         {DefaultConfig().DefaultWindow},
 		"__rate_interval": {"1m"},

@@ -24,6 +24,8 @@ import (
 
 	"github.com/kestrelops/tandem/deploy"
 	"github.com/kestrelops/tandem/deploy/rules"
+	"github.com/kestrelops/tandem/exporter"
+	"github.com/kestrelops/tandem/exporter/promql"
 	"github.com/kestrelops/tandem/proxy"
 	"github.com/kestrelops/tandem/proxy/serve"
 )
@@ -513,5 +515,44 @@ func TestTapOverlayLoads(t *testing.T) {
 	}
 	if cfg.Mode != proxy.ModeTap || cfg.PrimaryURL != "" {
 		t.Errorf("tap overlay: mode %q, production %q; want tap and no production", cfg.Mode, cfg.PrimaryURL)
+	}
+}
+
+// TestAlertmanagerConfig: the example routing loads in Alertmanager, pages
+// on critical, and inhibits a warning only by the same alert of the same
+// experiment and series.
+func TestAlertmanagerConfig(t *testing.T) {
+	const file = "alertmanager/alertmanager.yml"
+	amtool, err := exec.LookPath("amtool")
+	if err != nil {
+		t.Fatal("amtool is not installed; .ci/run installs it (apt-get install prometheus-alertmanager)")
+	}
+	if out, err := exec.Command(amtool, "check-config", file).CombinedOutput(); err != nil {
+		t.Fatalf("amtool check-config %s: %v\n%s", file, err, out)
+	}
+	for _, tc := range []struct{ labels, want string }{
+		{"severity=critical alertname=" + rules.AlertTTFTRegression, "pager"},
+		{"severity=warning alertname=" + rules.AlertTTFTRegression, "tickets"},
+	} {
+		out, err := exec.Command(amtool, append([]string{"config", "routes", "test", "--config.file=" + file}, strings.Fields(tc.labels)...)...).Output()
+		if err != nil || strings.TrimSpace(string(out)) != tc.want {
+			t.Errorf("%s routes to %q (%v), want %s", tc.labels, out, err, tc.want)
+		}
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var config struct {
+		InhibitRules []struct {
+			Equal []string `json:"equal"`
+		} `json:"inhibit_rules"`
+	}
+	if err := yaml.Unmarshal(b, &config); err != nil {
+		t.Fatal(err)
+	}
+	want := append([]string{"alertname"}, promql.By(exporter.LabelConfig, exporter.LabelClass)...)
+	if len(config.InhibitRules) != 1 || !reflect.DeepEqual(config.InhibitRules[0].Equal, want) {
+		t.Errorf("inhibit_rules = %+v, want one rule with equal %v", config.InhibitRules, want)
 	}
 }

@@ -69,6 +69,7 @@ type demoRun struct {
 	records     []record.Record
 	summary     demo.Summary
 	metricsAddr string
+	alerts      *e2e.Alertmanager
 }
 
 func startDemoRun(t *testing.T, extra ...string) *demoRun {
@@ -87,7 +88,12 @@ func startDemoRun(t *testing.T, extra ...string) *demoRun {
 
 	recordsFile, summaryFile := filepath.Join(dir, "records.jsonl"), filepath.Join(dir, "summary.json")
 	r := &demoRun{metricsAddr: e2e.FreeAddr(t), recordsFile: recordsFile}
-	r.prom = e2e.StartPrometheus(t, r.metricsAddr, rulesFile)
+	r.alerts = e2e.StartAlertmanager(t)
+	r.prom = e2e.StartPrometheusConfig(t, e2e.PrometheusConfig{
+		Scrapes:      []e2e.Scrape{{Job: "tandem", Targets: []string{r.metricsAddr}}},
+		RulesFile:    rulesFile,
+		Alertmanager: r.alerts.Addr,
+	})
 	args := append([]string{"demo", "--duration", "30s", "--rate", "10",
 		"--listen-addr", e2e.FreeAddr(t), "--metrics-addr", r.metricsAddr,
 		"--records", recordsFile, "--summary-json", summaryFile, "--linger", "3s"}, extra...)
@@ -251,6 +257,8 @@ func TestEndToEndDemo(t *testing.T) {
 		}
 	})
 
+	t.Run("the fresh regression pages through Alertmanager", r.checkPagedForFreshOnly)
+
 	t.Run("report from Prometheus states the per-class directions", func(t *testing.T) {
 		// A window covering the whole run, so the report sees what the records hold.
 		out := tandem(t, "report", "--prometheus", r.prom.URL, "--window", "10m", "--end", r.end.Format(time.RFC3339),
@@ -315,6 +323,7 @@ func TestEndToEndIdenticalArmsFireNothing(t *testing.T) {
 			}
 		}
 	}
+	r.checkNothingPaged(t)
 	// The rules did evaluate: the recorded p95 exists for both arms.
 	vec := r.prom.Vector(t, rules.TTFTP95, r.end, "config", "class")
 	for _, key := range []string{"A/fresh", "B/fresh"} {

@@ -37,7 +37,7 @@ type Options struct {
 	OutputRateRegressionFor time.Duration // Default 10m.
 
 	// ShadowErrorShare is the share of an arm's requests that may end in
-	// error or timeout. Default 0.05.
+	// error, timeout or a cut stream. Default 0.05.
 	ShadowErrorShare float64
 	ShadowErrorsFor  time.Duration // Default 5m.
 
@@ -60,7 +60,24 @@ type Options struct {
 	// the anchor of its own name (#tandemttftregression). Default the
 	// README on GitHub.
 	RunbookURL string
+
+	// Critical thresholds: each alert fires with severity "warning" past
+	// its threshold above and again with severity "critical" past these,
+	// with the same for duration. Each must be worse than its warning
+	// threshold; zero turns that critical alert off.
+	TTFTRegressionCritical        float64       // Default 0.3.
+	OutputRateRegressionCritical  float64       // Default 0.3.
+	ShadowErrorShareCritical      float64       // Default 0.2.
+	MirrorOverloadedShareCritical float64       // Default 0.2.
+	TokenMismatchShareCritical    float64       // Default 0.2.
+	ProductionTTFTCritical        time.Duration // Default 5s.
 }
+
+// Severities of the generated alerts, the value of their severity label.
+const (
+	SeverityWarning  = "warning"
+	SeverityCritical = "critical"
+)
 
 // DefaultOptions returns the documented defaults.
 func DefaultOptions() Options {
@@ -80,6 +97,13 @@ func DefaultOptions() Options {
 		ProductionTTFTObjective: 2 * time.Second,
 		ProductionTTFTFor:       10 * time.Minute,
 		RunbookURL:              "https://github.com/kestrelops/tandem/blob/main/README.md",
+
+		TTFTRegressionCritical:        0.3,
+		OutputRateRegressionCritical:  0.3,
+		ShadowErrorShareCritical:      0.2,
+		MirrorOverloadedShareCritical: 0.2,
+		TokenMismatchShareCritical:    0.2,
+		ProductionTTFTCritical:        5 * time.Second,
 	}
 }
 
@@ -93,7 +117,7 @@ func (o *Options) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.TTFTRegressionFor, "ttft-regression-for", o.TTFTRegressionFor, "for duration of TandemTTFTRegression")
 	fs.Float64Var(&o.OutputRateRegression, "output-rate-regression", o.OutputRateRegression, "fraction by which B's output tokens/s may fall below A's")
 	fs.DurationVar(&o.OutputRateRegressionFor, "output-rate-regression-for", o.OutputRateRegressionFor, "for duration of TandemOutputRateRegression")
-	fs.Float64Var(&o.ShadowErrorShare, "shadow-error-share", o.ShadowErrorShare, "share of an arm's requests that may end in error or timeout")
+	fs.Float64Var(&o.ShadowErrorShare, "shadow-error-share", o.ShadowErrorShare, "share of an arm's requests that may end in error, timeout or a cut stream")
 	fs.DurationVar(&o.ShadowErrorsFor, "shadow-errors-for", o.ShadowErrorsFor, "for duration of TandemShadowErrors")
 	fs.Float64Var(&o.MirrorOverloadedShare, "mirror-overloaded-share", o.MirrorOverloadedShare, "share of sampled requests that may be skipped as overloaded")
 	fs.DurationVar(&o.MirrorSaturatedFor, "mirror-saturated-for", o.MirrorSaturatedFor, "for duration of TandemMirrorSaturated")
@@ -102,6 +126,13 @@ func (o *Options) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.ProductionTTFTObjective, "production-ttft-objective", o.ProductionTTFTObjective, "highest acceptable production TTFT p95")
 	fs.DurationVar(&o.ProductionTTFTFor, "production-ttft-for", o.ProductionTTFTFor, "for duration of TandemProductionTTFTHigh")
 	fs.StringVar(&o.RunbookURL, "runbook-url", o.RunbookURL, "document holding the runbook; alerts link to #<alertname in lower case>")
+
+	fs.Float64Var(&o.TTFTRegressionCritical, "ttft-regression-critical", o.TTFTRegressionCritical, "like -ttft-regression, for severity critical; 0 turns it off")
+	fs.Float64Var(&o.OutputRateRegressionCritical, "output-rate-regression-critical", o.OutputRateRegressionCritical, "like -output-rate-regression, for severity critical; 0 turns it off")
+	fs.Float64Var(&o.ShadowErrorShareCritical, "shadow-error-share-critical", o.ShadowErrorShareCritical, "like -shadow-error-share, for severity critical; 0 turns it off")
+	fs.Float64Var(&o.MirrorOverloadedShareCritical, "mirror-overloaded-share-critical", o.MirrorOverloadedShareCritical, "like -mirror-overloaded-share, for severity critical; 0 turns it off")
+	fs.Float64Var(&o.TokenMismatchShareCritical, "token-mismatch-share-critical", o.TokenMismatchShareCritical, "like -token-mismatch-share, for severity critical; 0 turns it off")
+	fs.DurationVar(&o.ProductionTTFTCritical, "production-ttft-critical", o.ProductionTTFTCritical, "like -production-ttft-objective, for severity critical; 0 turns it off")
 }
 
 // Validate reports every invalid option, each error naming its flag.
@@ -141,6 +172,23 @@ func (o Options) Validate() error {
 	nonNegative("production-ttft-for", o.ProductionTTFTFor)
 	if u, err := url.Parse(o.RunbookURL); err != nil || !u.IsAbs() || u.Fragment != "" {
 		errs = append(errs, fmt.Errorf("-runbook-url must be an absolute URL without a fragment, got %q", o.RunbookURL))
+	}
+	critical := func(name string, f, warning float64) {
+		switch {
+		case f == 0:
+		case !(f > 0 && f < 1):
+			errs = append(errs, fmt.Errorf("-%s-critical must be between 0 and 1 (exclusive), or 0 for none, got %g", name, f))
+		case warning > 0 && warning < 1 && f <= warning:
+			errs = append(errs, fmt.Errorf("-%s-critical must be above -%s (%g), got %g", name, name, warning, f))
+		}
+	}
+	critical("ttft-regression", o.TTFTRegressionCritical, o.TTFTRegression)
+	critical("output-rate-regression", o.OutputRateRegressionCritical, o.OutputRateRegression)
+	critical("shadow-error-share", o.ShadowErrorShareCritical, o.ShadowErrorShare)
+	critical("mirror-overloaded-share", o.MirrorOverloadedShareCritical, o.MirrorOverloadedShare)
+	critical("token-mismatch-share", o.TokenMismatchShareCritical, o.TokenMismatchShare)
+	if c := o.ProductionTTFTCritical; c != 0 && c <= o.ProductionTTFTObjective {
+		errs = append(errs, fmt.Errorf("-production-ttft-critical must be above -production-ttft-objective (%s), or 0 for none, got %s", o.ProductionTTFTObjective, c))
 	}
 	return errors.Join(errs...)
 }

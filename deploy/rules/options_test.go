@@ -28,6 +28,9 @@ func TestValidate(t *testing.T) {
 		{func(o *rules.Options) { o.MirrorOverloadedShare = -0.1 }, "-mirror-overloaded-share must be between 0 and 1 (exclusive), got -0.1"},
 		{func(o *rules.Options) { o.TokenMismatchShare = 0 }, "-token-mismatch-share must be between 0 and 1 (exclusive), got 0"},
 		{func(o *rules.Options) { o.ProductionTTFTObjective = 0 }, "-production-ttft-objective must be positive, got 0s"},
+		{func(o *rules.Options) { o.TTFTRegressionCritical = 0.05 }, "-ttft-regression-critical must be above -ttft-regression (0.05), got 0.05"},
+		{func(o *rules.Options) { o.ShadowErrorShareCritical = 1 }, "-shadow-error-share-critical must be between 0 and 1 (exclusive), or 0 for none, got 1"},
+		{func(o *rules.Options) { o.ProductionTTFTCritical = time.Second }, "-production-ttft-critical must be above -production-ttft-objective (2s), or 0 for none, got 1s"},
 		{func(o *rules.Options) { o.RunbookURL = "README.md" }, `-runbook-url must be an absolute URL without a fragment, got "README.md"`},
 		{func(o *rules.Options) { o.RunbookURL = "https://example.com/r#runbook" }, `-runbook-url must be an absolute URL without a fragment, got "https://example.com/r#runbook"`},
 	} {
@@ -98,8 +101,8 @@ func TestAlertsAreDocumented(t *testing.T) {
 			t.Errorf("%s runbook_url %q does not end in %q", r.Alert, r.Annotations["runbook_url"], want)
 		}
 	}
-	if alerts != 6 {
-		t.Errorf("%d alerts, want 6", alerts)
+	if alerts != 12 {
+		t.Errorf("%d alerts, want 12: 6 names, each warning and critical", alerts)
 	}
 }
 

@@ -2,12 +2,15 @@
 // from the metric schema in package exporter.
 //
 // Recording rules follow the level:metric:operations convention: the level
-// names the labels a series keeps (config_class, config, class, or none).
+// names the labels a series keeps (config_class, config, class, or none)
+// besides the experiment's identity (promql.Identity: job, namespace,
+// experiment), which every rule keeps so that experiments never merge.
 package rules
 
 import (
 	"bytes"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -27,7 +30,7 @@ const (
 	TTFTMixedP95          = "config:" + exporter.MetricTimeToFirstToken + ":p95"
 	OutputTokensRate      = "config_class:" + exporter.MetricOutputTokens + ":rate"
 	CompletedRequests     = "config_class:" + exporter.MetricRequests + ":completed_increase"
-	ArmFailureShare       = "config:" + exporter.MetricRequests + ":error_or_timeout_ratio"
+	ArmFailureShare       = "config:" + exporter.MetricRequests + ":failed_ratio"
 	MirrorOverloadedShare = ":" + exporter.MetricMirrorSkipped + ":overloaded_ratio"
 	PairTokenMismatch     = "class:" + exporter.MetricPairOutputTokensMismatch + ":ratio"
 )
@@ -144,26 +147,26 @@ func recordingRules(o Options) []Rule {
 	w := duration(o.Window)
 	ttftRate := promql.Rate(exporter.MetricTimeToFirstToken, w)
 	completed := promql.Selector(exporter.MetricRequests, promql.Eq(exporter.LabelOutcome, exporter.OutcomeCompleted))
-	armsFailed := promql.Selector(exporter.MetricRequests, promql.Arms, promql.In(exporter.LabelOutcome, exporter.OutcomeError, exporter.OutcomeTimeout))
+	armsFailed := promql.Selector(exporter.MetricRequests, promql.Arms, promql.Failed)
 	bothCompleted := promql.Selector(exporter.MetricPairs, promql.Eq(exporter.LabelResult, exporter.PairBothCompleted))
 	return []Rule{
 		{Record: TTFTP50, Expr: promql.HistogramQuantile(0.5, promql.Sum(ttftRate, promql.ByConfigClass...))},
 		{Record: TTFTP95, Expr: promql.HistogramQuantile(0.95, promql.Sum(ttftRate, promql.ByConfigClass...))},
 		{Record: TTFTP99, Expr: promql.HistogramQuantile(0.99, promql.Sum(ttftRate, promql.ByConfigClass...))},
-		{Record: TTFTMixedP95, Expr: promql.HistogramQuantile(0.95, promql.Sum(ttftRate, exporter.LabelConfig)), Mixed: true},
+		{Record: TTFTMixedP95, Expr: promql.HistogramQuantile(0.95, promql.Sum(ttftRate, promql.By(exporter.LabelConfig)...)), Mixed: true},
 		{Record: OutputTokensRate, Expr: promql.Sum(promql.Rate(exporter.MetricOutputTokens, w), promql.ByConfigClass...)},
 		{Record: CompletedRequests, Expr: promql.Sum(promql.Increase(completed, w), promql.ByConfigClass...)},
 		{Record: ArmFailureShare, Mixed: true, Expr: ratio(
-			promql.Sum(promql.Rate(armsFailed, w), exporter.LabelConfig),
-			promql.Sum(promql.Rate(promql.Selector(exporter.MetricRequests, promql.Arms), w), exporter.LabelConfig),
+			promql.Sum(promql.Rate(armsFailed, w), promql.By(exporter.LabelConfig)...),
+			promql.Sum(promql.Rate(promql.Selector(exporter.MetricRequests, promql.Arms), w), promql.By(exporter.LabelConfig)...),
 		)},
 		{Record: MirrorOverloadedShare, Mixed: true, Expr: ratio(
 			overloadedRate(w),
-			promql.Sum(promql.Rate(exporter.MetricPairs, w))+" + "+overloadedRate(w),
+			promql.Sum(promql.Rate(exporter.MetricPairs, w), promql.Identity...)+" + "+overloadedRate(w),
 		)},
 		{Record: PairTokenMismatch, Expr: ratio(
-			promql.Sum(promql.Rate(exporter.MetricPairOutputTokensMismatch, w), exporter.LabelClass),
-			promql.Sum(promql.Rate(bothCompleted, w), exporter.LabelClass),
+			promql.Sum(promql.Rate(exporter.MetricPairOutputTokensMismatch, w), promql.By(exporter.LabelClass)...),
+			promql.Sum(promql.Rate(bothCompleted, w), promql.By(exporter.LabelClass)...),
 		)},
 	}
 }
@@ -171,50 +174,63 @@ func recordingRules(o Options) []Rule {
 func alertingRules(o Options) []Rule {
 	w := duration(o.Window)
 	enough := fmt.Sprintf("both arms completed at least %d requests", o.MinCompleted)
-	return []Rule{
-		alert(o, AlertTTFTRegression, o.TTFTRegressionFor,
-			armsCompared(TTFTP95, ">", 1+o.TTFTRegression, o.MinCompleted),
-			fmt.Sprintf("B's TTFT p95 is more than %s above A's for class {{ $labels.class }}", percent(o.TTFTRegression)),
-			fmt.Sprintf("Class {{ $labels.class }} over the last %s: TTFT p95 of B {{ $value | humanizeDuration }}, of A %s (%s).",
-				w, armValue(TTFTP95, exporter.ConfigA, "humanizeDuration"), enough)),
-		alert(o, AlertOutputRateRegression, o.OutputRateRegressionFor,
-			armsCompared(OutputTokensRate, "<", 1-o.OutputRateRegression, o.MinCompleted),
-			fmt.Sprintf("B's output tokens/s are more than %s below A's for class {{ $labels.class }}", percent(o.OutputRateRegression)),
-			fmt.Sprintf("Class {{ $labels.class }} over the last %s: output tokens/s of B {{ $value | humanize }}, of A %s (%s).",
-				w, armValue(OutputTokensRate, exporter.ConfigA, "humanize"), enough)),
-		alert(o, AlertShadowErrors, o.ShadowErrorsFor,
-			above(ArmFailureShare, o.ShadowErrorShare),
-			fmt.Sprintf("More than %s of {{ $labels.config }}'s mirrored requests end in error or timeout", percent(o.ShadowErrorShare)),
-			fmt.Sprintf("Share of requests ending in error or timeout over the last %s: %s.",
-				w, eachArm(ArmFailureShare, "humanizePercentage"))),
-		alert(o, AlertMirrorSaturated, o.MirrorSaturatedFor,
-			above(MirrorOverloadedShare, o.MirrorOverloadedShare),
-			fmt.Sprintf("More than %s of sampled requests are not mirrored because an arm is at its in-flight limit", percent(o.MirrorOverloadedShare)),
-			fmt.Sprintf("{{ $value | humanizePercentage }} of sampled requests were skipped as overloaded over the last %s. Mirrored requests in flight: %s.",
-				w, eachArm(promql.Sum(exporter.MetricShadowInFlight, exporter.LabelConfig), "humanize"))),
-		alert(o, AlertPairTokenMismatch, o.TokenMismatchFor,
-			above(PairTokenMismatch, o.TokenMismatchShare),
-			fmt.Sprintf("More than %s of pairs in class {{ $labels.class }} differ in output token count", percent(o.TokenMismatchShare)),
-			fmt.Sprintf("{{ $value | humanizePercentage }} of pairs in class {{ $labels.class }} where both arms completed differ in output tokens over the last %s. Output tokens/s: %s.",
-				w, eachArmOfClass(OutputTokensRate, "humanize"))),
-		alert(o, AlertProductionTTFTHigh, o.ProductionTTFTFor,
-			productionAbove(TTFTP95, o.ProductionTTFTObjective.Seconds(), o.MinCompleted),
-			fmt.Sprintf("Production TTFT p95 is above %s for class {{ $labels.class }}", o.ProductionTTFTObjective),
-			fmt.Sprintf("Class {{ $labels.class }} over the last %s: production TTFT p95 {{ $value | humanizeDuration }}; objective %s. Arms: %s.",
-				w, o.ProductionTTFTObjective, eachArmOfClass(TTFTP95, "humanizeDuration"))),
+	var out []Rule
+	add := func(name string, forDuration time.Duration, warning, critical float64, build func(threshold float64) (expr, summary string), description string) {
+		for _, s := range []struct {
+			severity  string
+			threshold float64
+		}{{SeverityWarning, warning}, {SeverityCritical, critical}} {
+			if s.threshold == 0 {
+				continue
+			}
+			expr, summary := build(s.threshold)
+			out = append(out, alert(o, name, s.severity, forDuration, expr, summary, description))
+		}
 	}
+	add(AlertTTFTRegression, o.TTFTRegressionFor, o.TTFTRegression, o.TTFTRegressionCritical, func(t float64) (string, string) {
+		return armsCompared(TTFTP95, ">", 1+t, o.MinCompleted),
+			fmt.Sprintf("B's TTFT p95 is more than %s above A's for class {{ $labels.class }}", percent(t))
+	}, fmt.Sprintf("Class {{ $labels.class }} over the last %s: TTFT p95 of B {{ $value | humanizeDuration }}, of A %s (%s).",
+		w, armValue(TTFTP95, exporter.ConfigA, "humanizeDuration"), enough))
+	add(AlertOutputRateRegression, o.OutputRateRegressionFor, o.OutputRateRegression, o.OutputRateRegressionCritical, func(t float64) (string, string) {
+		return armsCompared(OutputTokensRate, "<", 1-t, o.MinCompleted),
+			fmt.Sprintf("B's output tokens/s are more than %s below A's for class {{ $labels.class }}", percent(t))
+	}, fmt.Sprintf("Class {{ $labels.class }} over the last %s: output tokens/s of B {{ $value | humanize }}, of A %s (%s).",
+		w, armValue(OutputTokensRate, exporter.ConfigA, "humanize"), enough))
+	add(AlertShadowErrors, o.ShadowErrorsFor, o.ShadowErrorShare, o.ShadowErrorShareCritical, func(t float64) (string, string) {
+		return above(ArmFailureShare, t),
+			fmt.Sprintf("More than %s of {{ $labels.config }}'s mirrored requests end in error, timeout or a cut stream", percent(t))
+	}, fmt.Sprintf("Share of requests ending in error, timeout or a cut stream (incomplete) over the last %s: %s.",
+		w, eachArm(ArmFailureShare, "humanizePercentage")))
+	add(AlertMirrorSaturated, o.MirrorSaturatedFor, o.MirrorOverloadedShare, o.MirrorOverloadedShareCritical, func(t float64) (string, string) {
+		return above(MirrorOverloadedShare, t),
+			fmt.Sprintf("More than %s of sampled requests are not mirrored because an arm is at its in-flight limit", percent(t))
+	}, fmt.Sprintf("{{ $value | humanizePercentage }} of sampled requests were skipped as overloaded over the last %s. Mirrored requests in flight: %s.",
+		w, eachArm(exporter.MetricShadowInFlight, "humanize")))
+	add(AlertPairTokenMismatch, o.TokenMismatchFor, o.TokenMismatchShare, o.TokenMismatchShareCritical, func(t float64) (string, string) {
+		return above(PairTokenMismatch, t),
+			fmt.Sprintf("More than %s of pairs in class {{ $labels.class }} differ in output token count", percent(t))
+	}, fmt.Sprintf("{{ $value | humanizePercentage }} of pairs in class {{ $labels.class }} where both arms completed differ in output tokens over the last %s. Output tokens/s: %s.",
+		w, eachArmOfClass(OutputTokensRate, "humanize")))
+	add(AlertProductionTTFTHigh, o.ProductionTTFTFor, o.ProductionTTFTObjective.Seconds(), o.ProductionTTFTCritical.Seconds(), func(t float64) (string, string) {
+		return productionAbove(TTFTP95, t, o.MinCompleted),
+			fmt.Sprintf("Production TTFT p95 is above %s for class {{ $labels.class }}", time.Duration(t*float64(time.Second)))
+	}, fmt.Sprintf("Class {{ $labels.class }} over the last %s: production TTFT p95 {{ $value | humanizeDuration }}; objective %s. Arms: %s.",
+		w, o.ProductionTTFTObjective, eachArmOfClass(TTFTP95, "humanizeDuration")))
+	return out
 }
 
-func alert(o Options, name string, forDuration time.Duration, expr, summary, description string) Rule {
+func alert(o Options, name, severity string, forDuration time.Duration, expr, summary, description string) Rule {
 	return Rule{
 		Alert:  name,
 		Expr:   expr,
 		For:    forDuration,
-		Labels: map[string]string{"severity": "warning"},
+		Labels: map[string]string{"severity": severity},
 		Annotations: map[string]string{
 			"summary":     summary,
 			"description": description,
 			"runbook_url": o.RunbookURL + "#" + strings.ToLower(name),
+			"arms":        armNames(),
 		},
 	}
 }
@@ -246,7 +262,7 @@ func arm(recorded, config string) string {
 
 func overloadedRate(w string) string {
 	overloaded := promql.Selector(exporter.MetricMirrorSkipped, promql.Eq(exporter.LabelReason, exporter.SkipOverloaded))
-	return promql.Sum(promql.Rate(overloaded, w))
+	return promql.Sum(promql.Rate(overloaded, w), promql.Identity...)
 }
 
 func ratio(numerator, denominator string) string {
@@ -254,23 +270,52 @@ func ratio(numerator, denominator string) string {
 }
 
 // Alert templates. Queries are Go raw strings, so PromQL quotes need no
-// escaping.
+// escaping. Every query a template runs selects the alert's own experiment
+// (its identity labels) and class.
 
-// armValue prints one arm's value of recorded for the alert's class.
+// ofAlert is the matchers of the alert's experiment, followed by extra
+// matchers whose values are the alert's labels, as printf verbs; args is
+// the printf argument list that fills them.
+func ofAlert(extra ...string) (matchers []string, args string) {
+	for _, l := range append(slices.Clone(promql.Identity), extra...) {
+		matchers = append(matchers, l+`="%s"`)
+		args += " $labels." + l
+	}
+	return matchers, args
+}
+
+// armValue prints one arm's value of recorded for the alert's experiment and
+// class.
 func armValue(recorded, config, format string) string {
-	q := promql.Selector(recorded, promql.Eq(exporter.LabelConfig, config), exporter.LabelClass+`="%s"`)
-	return "{{ with printf `" + q + "` $labels.class | query }}{{ . | first | value | " + format + " }}{{ end }}"
+	m, args := ofAlert(exporter.LabelClass)
+	q := promql.Selector(recorded, append([]string{promql.Eq(exporter.LabelConfig, config)}, m...)...)
+	return "{{ with printf `" + q + "`" + args + " | query }}{{ . | first | value | " + format + " }}{{ end }}"
 }
 
-// eachArm prints "A: v, B: v" from expr, a series per config.
-func eachArm(expr, format string) string {
-	return listConfigs("query `"+expr+"`", format)
+// eachArm prints "A: v, B: v" of metric summed by config, for the alert's
+// experiment.
+func eachArm(metric, format string) string {
+	m, args := ofAlert()
+	q := promql.Sum(promql.Selector(metric, m...), exporter.LabelConfig)
+	return listConfigs("printf `"+q+"`"+args+" | query", format)
 }
 
-// eachArmOfClass prints "A: v, B: v" of recorded for the alert's class.
+// eachArmOfClass prints "A: v, B: v" of recorded for the alert's experiment
+// and class.
 func eachArmOfClass(recorded, format string) string {
-	q := promql.Selector(recorded, promql.Arms, exporter.LabelClass+`="%s"`)
-	return listConfigs("printf `"+q+"` $labels.class | query", format)
+	m, args := ofAlert(exporter.LabelClass)
+	q := promql.Selector(recorded, append([]string{promql.Arms}, m...)...)
+	return listConfigs("printf `"+q+"`"+args+" | query", format)
+}
+
+// armNames prints "A: name (model), B: name (model)" (no parentheses for an
+// unknown model) from the alert's
+// experiment's tandem_config_info, so the page names what is compared.
+func armNames() string {
+	m, args := ofAlert()
+	q := promql.Selector(exporter.MetricConfigInfo, append([]string{promql.Arms}, m...)...)
+	return "{{ range $i, $s := printf `" + q + "`" + args + " | query | sortByLabel \"config\" }}" +
+		"{{ if $i }}, {{ end }}{{ $s.Labels.config }}: {{ $s.Labels.name }}{{ with $s.Labels.model }} ({{ . }}){{ end }}{{ end }}"
 }
 
 func listConfigs(pipeline, format string) string {

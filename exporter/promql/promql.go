@@ -6,20 +6,46 @@ package promql
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/kestrelops/tandem/exporter"
 )
 
+// Target labels Prometheus attaches to every series of a scrape target. They
+// are not part of tandem's exposition: job and instance come from the scrape
+// configuration, namespace from Kubernetes service discovery, and experiment
+// from a target label the deployment sets (see deploy/).
+const (
+	LabelJob        = "job"
+	LabelNamespace  = "namespace"
+	LabelExperiment = "experiment"
+)
+
+// Identity names one tandem deployment, one experiment, among all that a
+// Prometheus scrapes: every aggregation keeps these labels, so two
+// experiments never merge into one comparison, while instance (one replica
+// of a deployment) is summed away. A label a target lacks is empty and
+// groups as one value.
+var Identity = []string{LabelJob, LabelNamespace, LabelExperiment}
+
+// By is Identity followed by labels: the grouping of an aggregation that
+// keeps experiments apart.
+func By(labels ...string) []string { return slices.Concat(Identity, labels) }
+
 // Matchers and groupings shared by the queries.
 var (
 	// Arms selects the series of A and B.
 	Arms = In(exporter.LabelConfig, exporter.Arms...)
+	// Failed selects the outcomes that count as an arm's failure: an error,
+	// a timeout, or a stream cut before its end.
+	Failed = In(exporter.LabelOutcome, exporter.OutcomeError, exporter.OutcomeTimeout, exporter.OutcomeIncomplete)
 	// Production selects production's series.
 	Production = Eq(exporter.LabelConfig, exporter.ConfigProduction)
-	// ByConfigClass keeps one series per config and workload class.
-	ByConfigClass = []string{exporter.LabelConfig, exporter.LabelClass}
+	// ByConfigClass keeps one series per experiment, config and workload
+	// class.
+	ByConfigClass = By(exporter.LabelConfig, exporter.LabelClass)
 )
 
 // Eq is label="value".

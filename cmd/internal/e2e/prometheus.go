@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
@@ -37,30 +38,68 @@ func FreeAddr(t testing.TB) string {
 }
 
 // StartPrometheus starts Prometheus with native histograms on, scraping
-// target every second and evaluating rulesFile (when not empty) every second.
-// It fails the test when the prometheus binary is missing: .ci/run installs it.
+// target as job tandem every second and evaluating rulesFile (when not
+// empty) every second. It fails the test when the prometheus binary is
+// missing: .ci/run installs it.
 func StartPrometheus(t testing.TB, target, rulesFile string) *Prometheus {
+	t.Helper()
+	return StartPrometheusConfig(t, PrometheusConfig{
+		Scrapes:   []Scrape{{Job: "tandem", Targets: []string{target}}},
+		RulesFile: rulesFile,
+	})
+}
+
+// Scrape is one scrape job: its targets, with extra target labels.
+type Scrape struct {
+	Job     string
+	Targets []string
+	Labels  map[string]string
+}
+
+// PrometheusConfig is what StartPrometheusConfig's Prometheus scrapes,
+// evaluates and alerts to.
+type PrometheusConfig struct {
+	Scrapes []Scrape
+	// RulesFile, when not empty, is evaluated every second.
+	RulesFile string
+	// Alertmanager, when not empty, is the host:port alerts are sent to.
+	Alertmanager string
+}
+
+// StartPrometheusConfig starts Prometheus with native histograms on,
+// scraping every second as c says.
+func StartPrometheusConfig(t testing.TB, c PrometheusConfig) *Prometheus {
 	t.Helper()
 	bin, err := exec.LookPath("prometheus")
 	if err != nil {
 		t.Fatal("prometheus is not installed; .ci/run installs it (apt-get install prometheus)")
 	}
 	dir := t.TempDir()
-	rules := ""
-	if rulesFile != "" {
-		rules = fmt.Sprintf("rule_files: [%q]\n", rulesFile)
+	var config strings.Builder
+	config.WriteString("global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n  evaluation_interval: 1s\n")
+	if c.RulesFile != "" {
+		fmt.Fprintf(&config, "rule_files: [%q]\n", c.RulesFile)
 	}
-	config := fmt.Sprintf(`global:
-  scrape_interval: 1s
-  scrape_timeout: 1s
-  evaluation_interval: 1s
-%sscrape_configs:
-  - job_name: tandem
-    static_configs:
-      - targets: [%q]
-`, rules, target)
+	if c.Alertmanager != "" {
+		fmt.Fprintf(&config, "alerting:\n  alertmanagers:\n    - static_configs:\n        - targets: [%q]\n", c.Alertmanager)
+	}
+	config.WriteString("scrape_configs:\n")
+	for _, s := range c.Scrapes {
+		type static struct {
+			Targets []string          `json:"targets"`
+			Labels  map[string]string `json:"labels,omitempty"`
+		}
+		b, err := json.Marshal(struct {
+			Job    string   `json:"job_name"`
+			Static []static `json:"static_configs"`
+		}{s.Job, []static{{s.Targets, s.Labels}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(&config, "  - %s\n", b) // JSON is YAML
+	}
 	configFile := filepath.Join(dir, "prometheus.yml")
-	if err := os.WriteFile(configFile, []byte(config), 0o644); err != nil {
+	if err := os.WriteFile(configFile, []byte(config.String()), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	addr := FreeAddr(t)

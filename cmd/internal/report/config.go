@@ -40,6 +40,9 @@ type Config struct {
 	// End is the end of the Prometheus window, RFC 3339 or Unix seconds;
 	// empty means now.
 	End string
+	// Experiment selects one tandem deployment when the Prometheus scrapes
+	// several.
+	Experiment Experiment
 	// Records are files of per-request records (JSON lines).
 	Records []string
 	// Format is text, markdown or json.
@@ -62,6 +65,9 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.Prometheus, "prometheus", "", "base URL of the Prometheus that scrapes tandem, e.g. http://localhost:9090")
 	fs.DurationVar(&c.Window, "window", 30*time.Minute, "with --prometheus: how far back from --end to look")
 	fs.StringVar(&c.End, "end", "", "with --prometheus: end of the window, RFC 3339 or Unix seconds (default now)")
+	fs.StringVar(&c.Experiment.Job, "job", "", "with --prometheus: the job label of the tandem to report on, when Prometheus scrapes several")
+	fs.StringVar(&c.Experiment.Namespace, "namespace", "", "with --prometheus: the namespace label of the tandem to report on")
+	fs.StringVar(&c.Experiment.Name, "experiment", "", "with --prometheus: the experiment label of the tandem to report on")
 	fs.Func("records", "per-request records file (JSON lines); repeat the flag or separate files with commas", func(s string) error {
 		for f := range strings.SplitSeq(s, ",") {
 			if f != "" {
@@ -93,6 +99,9 @@ func (c Config) Validate() error {
 		if c.Window <= 0 {
 			return fmt.Errorf("--window: must be positive, got %s", c.Window)
 		}
+	}
+	if c.Experiment != (Experiment{}) && c.Prometheus == "" {
+		return errors.New("--job, --namespace, --experiment: apply to --prometheus only")
 	}
 	if c.End != "" {
 		if c.Prometheus == "" {
@@ -158,7 +167,7 @@ func Run(ctx context.Context, c Config, stdout io.Writer) (exitCode int, gate st
 		if c.End != "" {
 			end, _ = parseTime(c.End)
 		}
-		r, err = FromPrometheus(ctx, v1.NewAPI(client), c.Window, end, o)
+		r, err = FromPrometheus(ctx, v1.NewAPI(client), c.Window, end, c.Experiment, o)
 		if err != nil {
 			return ExitError, "", err
 		}

@@ -57,6 +57,7 @@ func TestValidate(t *testing.T) {
 		{func(c *Config) { c.End = "NaN" }, `--end: "NaN" is neither RFC 3339 nor Unix seconds`},
 		{func(c *Config) { c.End = "1e300" }, `--end: "1e300" is neither RFC 3339 nor Unix seconds`},
 		{func(c *Config) { c.Prometheus, c.Records, c.End = "", []string{"r.jsonl"}, "1700000000" }, "--end: applies to --prometheus only"},
+		{func(c *Config) { c.Prometheus, c.Records, c.Experiment.Job = "", []string{"r.jsonl"}, "tandem" }, "--job, --namespace, --experiment: apply to --prometheus only"},
 		{func(c *Config) { c.Format = "xml" }, `--format: "xml" is not one of text, markdown, json`},
 		{func(c *Config) { c.MinPairs = 0 }, "--min-pairs: must be at least 1, got 0"},
 		{func(c *Config) { c.Margin = 1 }, "--margin: must be at least 0 and below 1, got 1"},

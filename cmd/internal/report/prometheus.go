@@ -6,6 +6,7 @@ import (
 	"maps"
 	"math"
 	"slices"
+	"strings"
 	"time"
 
 	v1 "github.com/prometheus/client_golang/api/prometheus/v1"
@@ -16,15 +17,27 @@ import (
 	"github.com/kestrelops/tandem/exporter/promql"
 )
 
+// Experiment selects one tandem deployment among those a Prometheus scrapes
+// by its identity labels (promql.Identity). An empty field matches any value
+// of its label, including none.
+type Experiment struct {
+	Job, Namespace, Name string
+}
+
 // FromPrometheus compares A and B on the increase of tandem's histograms and
-// counters over the window ending at end. Quantiles and their intervals are
-// read from native histogram buckets; the mix merges the class histograms
-// bucket by bucket, as PromQL's sum does.
-func FromPrometheus(ctx context.Context, api v1.API, window time.Duration, end time.Time, o Options) (*Report, error) {
+// counters over the window ending at end, for the one experiment that sel
+// selects; when sel matches several, the error names them. Replicas
+// (instances) of the experiment are summed. Quantiles and their intervals
+// are read from native histogram buckets; the mix merges the class
+// histograms bucket by bucket, as PromQL's sum does.
+func FromPrometheus(ctx context.Context, api v1.API, window time.Duration, end time.Time, sel Experiment, o Options) (*Report, error) {
 	if window <= 0 {
 		return nil, fmt.Errorf("window must be positive, got %s", window)
 	}
 	q := &querier{ctx: ctx, api: api, end: end, window: model.Duration(window).String()}
+	if err := q.selectExperiment(sel); err != nil {
+		return nil, err
+	}
 	byClass := []string{exporter.LabelClass}
 	ttft := q.histograms(exporter.MetricTimeToFirstToken, promql.ByConfigClass, promql.Arms)
 	itl := q.histograms(exporter.MetricInterTokenLatency, promql.ByConfigClass, promql.Arms)
@@ -153,16 +166,70 @@ type querier struct {
 	api      v1.API
 	end      time.Time
 	window   string
+	identity []string // matchers of the selected experiment
 	err      error
 	warnings []string
 }
 
-// vector runs sum by (by) (increase(metric{matchers}[window])).
+// selectExperiment finds the experiments that expose tandem_build_info in
+// the window and match sel; exactly one must, and every later query selects
+// it.
+func (q *querier) selectExperiment(sel Experiment) error {
+	var matchers []string
+	for label, value := range map[string]string{promql.LabelJob: sel.Job, promql.LabelNamespace: sel.Namespace, promql.LabelExperiment: sel.Name} {
+		if value != "" {
+			matchers = append(matchers, promql.Eq(label, value))
+		}
+	}
+	slices.Sort(matchers)
+	expr := promql.Sum("max_over_time("+promql.Selector(exporter.MetricBuildInfo, matchers...)+"["+q.window+"])", promql.Identity...)
+	v, _, _, err := q.api.Query(q.ctx, expr, q.end)
+	if err != nil {
+		return fmt.Errorf("query %s: %w", expr, err)
+	}
+	vec, _ := v.(model.Vector)
+	switch len(vec) {
+	case 0:
+		return fmt.Errorf("no tandem matching %s exposed %s in the %s before %s", describe(sel), exporter.MetricBuildInfo, q.window, q.end.Format(time.RFC3339))
+	case 1:
+		for _, l := range promql.Identity {
+			q.identity = append(q.identity, promql.Eq(l, string(vec[0].Metric[model.LabelName(l)])))
+		}
+		return nil
+	}
+	var choices []string
+	for _, s := range vec {
+		choices = append(choices, describe(Experiment{
+			Job:       string(s.Metric[promql.LabelJob]),
+			Namespace: string(s.Metric[promql.LabelNamespace]),
+			Name:      string(s.Metric[promql.LabelExperiment]),
+		}))
+	}
+	slices.Sort(choices)
+	return fmt.Errorf("%d tandem experiments match %s; choose one with --job, --namespace and --experiment:\n  %s",
+		len(vec), describe(sel), strings.Join(choices, "\n  "))
+}
+
+// describe writes sel as the flags that select it.
+func describe(sel Experiment) string {
+	var parts []string
+	for _, f := range []struct{ flag, value string }{{"job", sel.Job}, {"namespace", sel.Namespace}, {"experiment", sel.Name}} {
+		if f.value != "" {
+			parts = append(parts, fmt.Sprintf("--%s %s", f.flag, f.value))
+		}
+	}
+	if len(parts) == 0 {
+		return "any experiment"
+	}
+	return strings.Join(parts, " ")
+}
+
+// vector runs sum by (by) (increase(metric{identity, matchers}[window])).
 func (q *querier) vector(metric string, by []string, matchers ...string) model.Vector {
 	if q.err != nil {
 		return nil
 	}
-	expr := promql.Sum(promql.Increase(promql.Selector(metric, matchers...), q.window), by...)
+	expr := promql.Sum(promql.Increase(promql.Selector(metric, append(slices.Clone(q.identity), matchers...)...), q.window), by...)
 	v, warnings, _, err := q.api.Query(q.ctx, expr, q.end)
 	for _, w := range warnings {
 		q.warnings = append(q.warnings, "prometheus: "+w)
@@ -183,14 +250,14 @@ func (q *querier) vector(metric string, by []string, matchers ...string) model.V
 const busySchedulingLatency = time.Millisecond
 
 // schedulingLatencyP99 is the p99 of how long tandem's goroutines waited to
-// run in the window, over every process exposing tandem_build_info; NaN
+// run in the window, over every replica of the experiment; NaN
 // when unknown.
 func (q *querier) schedulingLatencyP99() float64 {
 	if q.err != nil {
 		return math.NaN()
 	}
 	perTandem := promql.Rate("go_sched_latencies_seconds_bucket", q.window) +
-		" * on (job, instance) group_left () max by (job, instance) (" + exporter.MetricBuildInfo + ")"
+		" * on (job, instance) group_left () max by (job, instance) (" + promql.Selector(exporter.MetricBuildInfo, q.identity...) + ")"
 	expr := promql.HistogramQuantile(0.99, promql.Sum(perTandem, "le"))
 	v, _, _, err := q.api.Query(q.ctx, expr, q.end)
 	if err != nil {

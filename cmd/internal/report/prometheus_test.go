@@ -33,6 +33,10 @@ type promFixture struct {
 	production   map[string]float64
 	skipped      float64
 	schedP99     float64 // seconds; 0: the runtime metric is absent
+	// experiments are the identities exposing tandem_build_info; nil is one
+	// tandem without identity labels. Every other query must select the
+	// first.
+	experiments []map[string]string
 }
 
 func (f promFixture) vector(t *testing.T, query string) model.Vector {
@@ -78,6 +82,24 @@ func (f promFixture) vector(t *testing.T, query string) model.Vector {
 		}
 	}
 	var out model.Vector
+	if strings.HasPrefix(query, "sum by (job, namespace, experiment) (max_over_time("+exporter.MetricBuildInfo) {
+		if f.experiments == nil {
+			return model.Vector{sample(nil, 1)}
+		}
+		for _, e := range f.experiments {
+			if matches(query, e) {
+				out = append(out, sample(e, 1))
+			}
+		}
+		return out
+	}
+	if f.experiments != nil {
+		for l, v := range f.experiments[0] {
+			if !strings.Contains(query, l+"=\""+v+"\"") {
+				t.Errorf("query %q does not select %s=%q", query, l, v)
+			}
+		}
+	}
 	switch {
 	case strings.Contains(query, "go_sched_latencies_seconds"):
 		if f.schedP99 > 0 {
@@ -136,6 +158,20 @@ func (f promFixture) vector(t *testing.T, query string) model.Vector {
 	return out
 }
 
+// matches reports whether every label matcher of query that names a label of
+// e selects e's value.
+func matches(query string, e map[string]string) bool {
+	for _, l := range []string{"job", "namespace", "experiment"} {
+		if i := strings.Index(query, l+`="`); i >= 0 {
+			v, _, _ := strings.Cut(query[i+len(l)+2:], `"`)
+			if v != e[l] {
+				return false
+			}
+		}
+	}
+	return true
+}
+
 // fakePrometheus serves /api/v1/query from f, checking that every query
 // parses as PromQL and is evaluated at promEnd.
 func fakePrometheus(t *testing.T, f promFixture) (v1.API, string) {
@@ -186,7 +222,7 @@ func seedPrometheus() promFixture {
 
 func TestFromPrometheus(t *testing.T) {
 	promAPI, _ := fakePrometheus(t, seedPrometheus())
-	r, err := FromPrometheus(context.Background(), promAPI, promWindow, promEnd, DefaultOptions())
+	r, err := FromPrometheus(context.Background(), promAPI, promWindow, promEnd, Experiment{}, DefaultOptions())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -253,14 +289,43 @@ func TestFromPrometheusErrors(t *testing.T) {
 	}))
 	defer srv.Close()
 	client, _ := api.NewClient(api.Config{Address: srv.URL})
-	_, err := FromPrometheus(context.Background(), v1.NewAPI(client), promWindow, promEnd, DefaultOptions())
-	if err == nil || !strings.Contains(err.Error(), "parse error") || !strings.Contains(err.Error(), exporter.MetricTimeToFirstToken) {
+	_, err := FromPrometheus(context.Background(), v1.NewAPI(client), promWindow, promEnd, Experiment{}, DefaultOptions())
+	if err == nil || !strings.Contains(err.Error(), "parse error") || !strings.Contains(err.Error(), exporter.MetricBuildInfo) {
 		t.Errorf("err = %v, want the failing query and Prometheus' error", err)
 	}
 
 	empty, _ := fakePrometheus(t, promFixture{})
-	if _, err := FromPrometheus(context.Background(), empty, promWindow, promEnd, DefaultOptions()); err == nil || !strings.Contains(err.Error(), "no mirrored traffic") {
+	if _, err := FromPrometheus(context.Background(), empty, promWindow, promEnd, Experiment{}, DefaultOptions()); err == nil || !strings.Contains(err.Error(), "no mirrored traffic") {
 		t.Errorf("empty Prometheus: err = %v", err)
+	}
+}
+
+// TestFromPrometheusSelectsOneExperiment: two experiments scraped by one
+// Prometheus are never merged; the report names them until one is chosen.
+func TestFromPrometheusSelectsOneExperiment(t *testing.T) {
+	f := seedPrometheus()
+	f.experiments = []map[string]string{
+		{"job": "tandem", "namespace": "team-a", "experiment": "prefix-cache"},
+		{"job": "tandem", "namespace": "team-b", "experiment": ""},
+	}
+	promAPI, _ := fakePrometheus(t, f)
+	_, err := FromPrometheus(context.Background(), promAPI, promWindow, promEnd, Experiment{Job: "tandem"}, DefaultOptions())
+	want := "2 tandem experiments match --job tandem; choose one with --job, --namespace and --experiment:\n" +
+		"  --job tandem --namespace team-a --experiment prefix-cache\n" +
+		"  --job tandem --namespace team-b"
+	if err == nil || err.Error() != want {
+		t.Errorf("err = %v, want\n%s", err, want)
+	}
+	r, err := FromPrometheus(context.Background(), promAPI, promWindow, promEnd, Experiment{Namespace: "team-a"}, DefaultOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Classes) != 2 {
+		t.Errorf("classes = %d, want 2", len(r.Classes))
+	}
+	_, err = FromPrometheus(context.Background(), promAPI, promWindow, promEnd, Experiment{Namespace: "team-c"}, DefaultOptions())
+	if err == nil || !strings.Contains(err.Error(), "no tandem matching --namespace team-c") {
+		t.Errorf("err = %v, want no tandem matching --namespace team-c", err)
 	}
 }
 
@@ -272,7 +337,7 @@ func TestFromPrometheusSaysWhenTandemWasBusy(t *testing.T) {
 		f := seedPrometheus()
 		f.schedP99 = tc.p99
 		promAPI, _ := fakePrometheus(t, f)
-		r, err := FromPrometheus(context.Background(), promAPI, promWindow, promEnd, DefaultOptions())
+		r, err := FromPrometheus(context.Background(), promAPI, promWindow, promEnd, Experiment{}, DefaultOptions())
 		if err != nil {
 			t.Fatal(err)
 		}
