@@ -236,15 +236,7 @@ func (s *Server) prepare(w http.ResponseWriter, r *http.Request) (*http.Request,
 	}
 	// Classifying and mirroring run beside production: the production
 	// request leaves as soon as its body is read.
-	class := make(chan classified, 1)
-	classHeader, keyHeader := headerValue(r, s.cfg.ClassHeader), headerValue(r, s.cfg.SampleKeyHeader)
-	in := *r.URL
-	s.background.Add(1)
-	go func() {
-		defer s.background.Done()
-		defer hold.done()
-		class <- s.classifyAndMirror(api, &in, classHeader, keyHeader, body)
-	}()
+	class := s.classifyBeside(r, api, body, hold)
 
 	m := newMeasurement(api, s.budget, func(start time.Time, o exporter.Observation) {
 		s.background.Add(1)
@@ -282,6 +274,22 @@ func stateOf(r *http.Request) *requestState {
 // its class, "" when the body holds no prompt (not measured), and what
 // became of it on the arms, as record.Record.Mirror says.
 type classified struct{ class, mirror string }
+
+// classifyBeside classifies and mirrors r, whose body is read, in a
+// goroutine of its own, and delivers its classification on the channel; the
+// goroutine gives back its share of hold.
+func (s *Server) classifyBeside(r *http.Request, api sse.API, body []byte, hold *held) <-chan classified {
+	class := make(chan classified, 1)
+	classHeader, keyHeader := headerValue(r, s.cfg.ClassHeader), headerValue(r, s.cfg.SampleKeyHeader)
+	in := *r.URL
+	s.background.Add(1)
+	go func() {
+		defer s.background.Done()
+		defer hold.done()
+		class <- s.classifyAndMirror(api, &in, classHeader, keyHeader, body)
+	}()
+	return class
+}
 
 // classifyAndMirror decides the request's production class and, when it is
 // sampled, its class on the arms and sends it to them.

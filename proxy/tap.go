@@ -31,12 +31,5 @@ func (s *Server) serveTap(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	hold.done() // the production request's share: there is none
-	classHeader, keyHeader := headerValue(r, s.cfg.ClassHeader), headerValue(r, s.cfg.SampleKeyHeader)
-	in := *r.URL
-	s.background.Add(1)
-	go func() {
-		defer s.background.Done()
-		defer hold.done()
-		s.classifyAndMirror(api, &in, classHeader, keyHeader, body)
-	}()
+	s.classifyBeside(r, api, body, hold)
 }
