@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -79,30 +78,12 @@ inhibit_rules:
 	if err := os.WriteFile(configFile, []byte(config), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	cmd := exec.CommandContext(ctx, bin,
+	runServer(t, dir, "alertmanager", bin,
 		"--config.file="+configFile,
 		"--storage.path="+filepath.Join(dir, "data"),
 		"--web.listen-address="+am.Addr,
 		"--cluster.listen-address=",
 		"--log.level=warn")
-	logFile, err := os.Create(filepath.Join(dir, "alertmanager.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cancel()
-		cmd.Wait()
-		logFile.Close()
-		if t.Failed() {
-			b, _ := os.ReadFile(logFile.Name())
-			t.Logf("alertmanager log:\n%s", b)
-		}
-	})
 	WaitHTTP(t, "http://"+am.Addr+"/-/ready", 30*time.Second)
 	return am
 }

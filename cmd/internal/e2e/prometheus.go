@@ -103,30 +103,12 @@ func StartPrometheusConfig(t testing.TB, c PrometheusConfig) *Prometheus {
 		t.Fatal(err)
 	}
 	addr := FreeAddr(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	cmd := exec.CommandContext(ctx, bin,
+	runServer(t, dir, "prometheus", bin,
 		"--config.file="+configFile,
 		"--storage.tsdb.path="+filepath.Join(dir, "data"),
 		"--web.listen-address="+addr,
 		"--enable-feature=native-histograms",
 		"--log.level=warn")
-	logFile, err := os.Create(filepath.Join(dir, "prometheus.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cancel()
-		cmd.Wait()
-		logFile.Close()
-		if t.Failed() {
-			b, _ := os.ReadFile(logFile.Name())
-			t.Logf("prometheus log:\n%s", b)
-		}
-	})
 	url := "http://" + addr
 	WaitHTTP(t, url+"/-/ready", 30*time.Second)
 	client, err := api.NewClient(api.Config{Address: url})
@@ -197,4 +179,29 @@ func BuildTandem(dir string) (string, error) {
 		return "", fmt.Errorf("go build: %v\n%s", err, out)
 	}
 	return bin, nil
+}
+
+// runServer starts bin with args, its output in dir/name.log, and stops it
+// when the test ends, showing the log if the test failed.
+func runServer(t testing.TB, dir, name, bin string, args ...string) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	cmd := exec.CommandContext(ctx, bin, args...)
+	logFile, err := os.Create(filepath.Join(dir, name+".log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cancel()
+		cmd.Wait()
+		logFile.Close()
+		if t.Failed() {
+			b, _ := os.ReadFile(logFile.Name())
+			t.Logf("%s log:\n%s", name, b)
+		}
+	})
 }
