@@ -279,7 +279,7 @@ func TestFailedStartClosesRecordFile(t *testing.T) {
 // readiness; the errors are counted.
 func TestRecordWriteErrorsSpareRequestsAndReadiness(t *testing.T) {
 	if _, err := os.Stat("/dev/full"); err != nil {
-		t.Skip("no /dev/full")
+		t.Fatalf("this test needs Linux's /dev/full: %v", err)
 	}
 	prod, a, b := testupstream.New(testupstream.Script{}), testupstream.New(testupstream.Script{}), testupstream.New(testupstream.Script{})
 	for _, u := range []*testupstream.Server{prod, a, b} {

@@ -2,4 +2,4 @@
 
 package demo
 
-const raceBuild = false
+const raceEnabled = false

@@ -2,6 +2,6 @@
 
 package demo
 
-// raceBuild is true under the race detector, which makes the virtual-time
+// raceEnabled is true under the race detector, which makes the virtual-time
 // demo runs several times slower.
-const raceBuild = true
+const raceEnabled = true

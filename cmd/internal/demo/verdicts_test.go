@@ -101,7 +101,7 @@ func TestDefaultDemoIsConclusive(t *testing.T) {
 	c := defaultConfig(t)
 	want := map[string]string{exporter.ClassFresh: verdict.Slower, exporter.ClassRepeatedPrefix: verdict.Faster}
 	seeds := int64(20)
-	if raceBuild {
+	if raceEnabled {
 		// The race detector checks the code, not the statistics: two
 		// seeds, both of which must show the verdicts.
 		seeds = 2

@@ -88,7 +88,7 @@ func TestCalibration(t *testing.T) {
 	var b strings.Builder
 	b.WriteString("| pairs | quantile | A/A: slower or faster | A/A: interval leaves out 0 | shift +20 ms: coverage | shift +20 ms: slower |\n|---:|---|---:|---:|---:|---:|\n")
 	sizes := []int{verdict.MinPairs, 500}
-	if raceBuild {
+	if raceEnabled {
 		sizes = sizes[:1] // the race detector slows the bootstrap several times over
 	}
 	for _, n := range sizes {
@@ -106,7 +106,7 @@ func TestCalibration(t *testing.T) {
 		}
 	}
 	t.Logf("%d seeded runs per row:\n%s", calibrationRuns, b.String())
-	if raceBuild {
+	if raceEnabled {
 		return
 	}
 	readme, err := os.ReadFile(filepath.Join("..", "..", "..", "README.md"))

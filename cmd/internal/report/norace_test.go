@@ -2,4 +2,4 @@
 
 package report
 
-const raceBuild = false
+const raceEnabled = false

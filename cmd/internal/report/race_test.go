@@ -2,6 +2,6 @@
 
 package report
 
-// raceBuild is true under the race detector, which makes the calibration's
+// raceEnabled is true under the race detector, which makes the calibration's
 // bootstrap loops several times slower.
-const raceBuild = true
+const raceEnabled = true
